@@ -1,0 +1,257 @@
+//! A minimal walker over the top-level elements of a raw BSON document.
+//!
+//! It yields each element's type, key and value as byte slices, computing
+//! sizes from the BSON spec with checked arithmetic. It neither decodes values
+//! nor validates UTF-8, which keeps it cheap enough for the forwarding path
+//! (the hello rewrite) and lets callers copy elements through unchanged.
+
+use super::{read_i32, WireError};
+
+/// One element of a document: `raw` is the whole element (type byte, key,
+/// value), so it can be copied into another document as is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Element<'a> {
+    pub element_type: u8,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub raw: &'a [u8],
+}
+
+impl<'a> Element<'a> {
+    /// The value as a UTF-8 string, when it is a BSON string.
+    pub fn as_str(&self) -> Option<&'a str> {
+        if self.element_type != 0x02 || self.value.len() < 5 {
+            return None;
+        }
+        std::str::from_utf8(&self.value[4..self.value.len() - 1]).ok()
+    }
+
+    /// Truthiness of booleans and numbers, as the server reads `{hello: 1}`.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.element_type {
+            0x08 => self.value.first().map(|b| *b != 0),
+            0x10 => read_i32(self.value, 0).map(|v| v != 0),
+            0x12 => self.value.get(..8).map(|b| b.iter().any(|x| *x != 0)),
+            0x01 => self
+                .value
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(|b: [u8; 8]| f64::from_le_bytes(b) != 0.0),
+            _ => None,
+        }
+    }
+}
+
+/// Iterates the elements of `doc` (a whole document, length prefix included).
+/// After the first error it yields nothing more.
+pub struct Elements<'a> {
+    doc: &'a [u8],
+    pos: usize,
+    done: bool,
+}
+
+pub fn elements(doc: &[u8]) -> Elements<'_> {
+    Elements {
+        doc,
+        pos: 4,
+        done: doc.len() < 5,
+    }
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Result<Element<'a>, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let start = self.pos;
+        let element_type = *self.doc.get(start)?;
+        if element_type == 0 {
+            self.done = true;
+            if start + 1 != self.doc.len() {
+                return Some(Err(WireError::InvalidBson(
+                    "bytes after the terminating NUL",
+                )));
+            }
+            return None;
+        }
+        match element_at(self.doc, start) {
+            Ok((element, end)) => {
+                self.pos = end;
+                Some(Ok(element))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+fn element_at(doc: &[u8], start: usize) -> Result<(Element<'_>, usize), WireError> {
+    let element_type = doc[start];
+    let key_start = start + 1;
+    let rest = doc
+        .get(key_start..)
+        .ok_or(WireError::InvalidBson("missing key"))?;
+    let nul = rest
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or(WireError::InvalidBson("key without NUL"))?;
+    let key = &rest[..nul];
+    let value_start = key_start + nul + 1;
+    let len = value_len(doc, element_type, value_start)?;
+    let end = value_start
+        .checked_add(len)
+        .ok_or(WireError::InvalidBson("element length overflows"))?;
+    // The last byte of the document is its terminating NUL, never part of a value.
+    if end >= doc.len() {
+        return Err(WireError::InvalidBson("element runs past the document"));
+    }
+    Ok((
+        Element {
+            element_type,
+            key,
+            value: &doc[value_start..end],
+            raw: &doc[start..end],
+        },
+        end,
+    ))
+}
+
+fn len_prefixed(doc: &[u8], at: usize, min: i32, extra: usize) -> Result<usize, WireError> {
+    let n = read_i32(doc, at).ok_or(WireError::InvalidBson("truncated length"))?;
+    if n < min {
+        return Err(WireError::InvalidBson("negative or short length"));
+    }
+    (n as usize)
+        .checked_add(extra)
+        .ok_or(WireError::InvalidBson("length overflows"))
+}
+
+fn cstr_len(doc: &[u8], at: usize) -> Result<usize, WireError> {
+    let rest = doc
+        .get(at..)
+        .ok_or(WireError::InvalidBson("truncated cstring"))?;
+    rest.iter()
+        .position(|&b| b == 0)
+        .map(|p| p + 1)
+        .ok_or(WireError::InvalidBson("cstring without NUL"))
+}
+
+/// The size in bytes of a value of `element_type` starting at `at`.
+fn value_len(doc: &[u8], element_type: u8, at: usize) -> Result<usize, WireError> {
+    Ok(match element_type {
+        0x01 | 0x09 | 0x11 | 0x12 => 8,
+        0x02 | 0x0D | 0x0E => len_prefixed(doc, at, 1, 4)?,
+        0x03 | 0x04 => len_prefixed(doc, at, 5, 0)?,
+        0x05 => len_prefixed(doc, at, 0, 5)?,
+        0x06 | 0x0A | 0xFF | 0x7F => 0,
+        0x07 => 12,
+        0x08 => 1,
+        0x0B => {
+            let a = cstr_len(doc, at)?;
+            a + cstr_len(doc, at + a)?
+        }
+        0x0C => len_prefixed(doc, at, 1, 4)?
+            .checked_add(12)
+            .ok_or(WireError::InvalidBson("length overflows"))?,
+        0x0F => len_prefixed(doc, at, 14, 0)?,
+        0x10 => 4,
+        0x13 => 16,
+        _ => return Err(WireError::InvalidBson("unknown element type")),
+    })
+}
+
+/// The first key of a document (the command name of a command body).
+pub fn first_key(doc: &[u8]) -> Option<&[u8]> {
+    match elements(doc).next()? {
+        Ok(e) => Some(e.key),
+        Err(_) => None,
+    }
+}
+
+/// Appends a string element to a document under construction (no length
+/// fix-up: the caller writes the document length at the end).
+pub fn push_str_element(out: &mut Vec<u8>, key: &str, value: &str) {
+    out.push(0x02);
+    out.extend_from_slice(key.as_bytes());
+    out.push(0);
+    out.extend_from_slice(&((value.len() + 1) as i32).to_le_bytes());
+    out.extend_from_slice(value.as_bytes());
+    out.push(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    #[test]
+    fn walks_every_type_the_spec_lists() {
+        let doc = bson::doc! {
+            "d": 1.5, "s": "x", "o": {"a": 1}, "a": [1, 2],
+            "b": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1, 2, 3] },
+            "id": bson::oid::ObjectId::new(), "t": true, "dt": bson::DateTime::now(), "n": bson::Bson::Null,
+            "re": bson::Regex { pattern: "a.*".try_into().unwrap(), options: "i".try_into().unwrap() },
+            "i": 7i32, "ts": bson::Timestamp { time: 1, increment: 2 }, "l": 9i64,
+            "dec": bson::Decimal128::from_bytes([0; 16]), "min": bson::Bson::MinKey, "max": bson::Bson::MaxKey,
+        };
+        let doc = bson::RawDocumentBuf::try_from(&doc).unwrap();
+        let keys: Vec<_> = elements(doc.as_bytes())
+            .map(|e| String::from_utf8(e.unwrap().key.to_vec()).unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "d", "s", "o", "a", "b", "id", "t", "dt", "n", "re", "i", "ts", "l", "dec", "min",
+                "max"
+            ]
+        );
+        let s = elements(doc.as_bytes()).nth(1).unwrap().unwrap();
+        assert_eq!(s.as_str(), Some("x"));
+        // Raw element bytes re-assemble into the same document.
+        let mut body: Vec<u8> = vec![0; 4];
+        for e in elements(doc.as_bytes()) {
+            body.extend_from_slice(e.unwrap().raw);
+        }
+        body.push(0);
+        let len = body.len() as i32;
+        body[..4].copy_from_slice(&len.to_le_bytes());
+        assert_eq!(body, doc.as_bytes());
+    }
+
+    #[test]
+    fn errors_instead_of_panicking_on_bad_input() {
+        let doc = rawdoc! {"s": "hello"};
+        let mut bytes = doc.as_bytes().to_vec();
+        // Lie about the string length.
+        bytes[7] = 0x7f;
+        assert!(elements(&bytes).any(|e| e.is_err()));
+        for cut in 0..doc.as_bytes().len() {
+            let _ = elements(&doc.as_bytes()[..cut]).count();
+        }
+        assert_eq!(elements(&[]).count(), 0);
+        assert!(elements(&[5, 0, 0, 0, 0x42]).any(|e| e.is_err()));
+    }
+
+    #[test]
+    fn truthiness() {
+        let doc = rawdoc! {"a": 1i32, "b": 0i32, "c": true, "d": 1.0, "e": 0i64, "f": "x"};
+        let v: Vec<_> = elements(doc.as_bytes())
+            .map(|e| e.unwrap().as_bool())
+            .collect();
+        assert_eq!(
+            v,
+            [
+                Some(true),
+                Some(false),
+                Some(true),
+                Some(true),
+                Some(false),
+                None
+            ]
+        );
+    }
+}

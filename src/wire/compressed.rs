@@ -1,0 +1,291 @@
+//! OP_COMPRESSED (2012): another message, compressed with snappy, zlib or
+//! zstd. Inflated only on the analysis side, after the declared size has been
+//! checked against the message size limit, and never past that size: a
+//! "compression bomb" or a lying size is an error, not an allocation.
+
+use super::{read_i32, Header, OpCode, WireError, HEADER_LEN, MAX_MESSAGE_SIZE};
+use std::io::Read;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Compressor {
+    Noop,
+    Snappy,
+    Zlib,
+    Zstd,
+}
+
+impl Compressor {
+    pub fn from_id(id: u8) -> Option<Compressor> {
+        Some(match id {
+            0 => Compressor::Noop,
+            1 => Compressor::Snappy,
+            2 => Compressor::Zlib,
+            3 => Compressor::Zstd,
+            _ => return None,
+        })
+    }
+
+    pub fn id(self) -> u8 {
+        match self {
+            Compressor::Noop => 0,
+            Compressor::Snappy => 1,
+            Compressor::Zlib => 2,
+            Compressor::Zstd => 3,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Compressor::Noop => "noop",
+            Compressor::Snappy => "snappy",
+            Compressor::Zlib => "zlib",
+            Compressor::Zstd => "zstd",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct OpCompressed<'a> {
+    pub header: Header,
+    pub original_opcode: OpCode,
+    /// The size of the original message *without* its header.
+    pub uncompressed_size: usize,
+    pub compressor: Compressor,
+    pub data: &'a [u8],
+}
+
+impl<'a> OpCompressed<'a> {
+    /// Parses the OP_COMPRESSED envelope. Checks the original opcode, the
+    /// compressor id and that the declared size is within the message limit.
+    pub fn parse(frame: &'a [u8]) -> Result<OpCompressed<'a>, WireError> {
+        let header = Header::parse_frame(frame)?;
+        let original = read_i32(frame, HEADER_LEN).ok_or(WireError::Truncated("originalOpcode"))?;
+        let size =
+            read_i32(frame, HEADER_LEN + 4).ok_or(WireError::Truncated("uncompressedSize"))?;
+        let id = *frame
+            .get(HEADER_LEN + 8)
+            .ok_or(WireError::Truncated("compressorId"))?;
+        let original_opcode =
+            OpCode::from_i32(original).ok_or(WireError::UnknownOpCode(original))?;
+        if original_opcode == OpCode::Compressed {
+            return Err(WireError::BadCompressed(
+                "compressed message inside a compressed message",
+            ));
+        }
+        if size < 0 || size as usize > MAX_MESSAGE_SIZE - HEADER_LEN {
+            return Err(WireError::BadCompressed(
+                "declared uncompressed size out of range",
+            ));
+        }
+        let compressor = Compressor::from_id(id).ok_or(WireError::UnknownCompressor(id))?;
+        Ok(OpCompressed {
+            header,
+            original_opcode,
+            uncompressed_size: size as usize,
+            compressor,
+            data: &frame[HEADER_LEN + 9..],
+        })
+    }
+
+    /// Inflates the payload and rebuilds the original message (header with
+    /// the original opcode and length, then the body), ready for parsing.
+    /// Fails if the data inflates to anything but the declared size.
+    pub fn decompress(&self) -> Result<Vec<u8>, WireError> {
+        let declared = self.uncompressed_size;
+        let mut out = Vec::with_capacity(HEADER_LEN + declared);
+        Header {
+            message_length: (HEADER_LEN + declared) as i32,
+            request_id: self.header.request_id,
+            response_to: self.header.response_to,
+            op_code: self.original_opcode.as_i32(),
+        }
+        .write(&mut out);
+        let mismatch = |actual| WireError::SizeMismatch { declared, actual };
+        match self.compressor {
+            Compressor::Noop => {
+                if self.data.len() != declared {
+                    return Err(mismatch(self.data.len()));
+                }
+                out.extend_from_slice(self.data);
+            }
+            Compressor::Snappy => {
+                // The snappy preamble states the output length: check it
+                // before allocating anything for the output.
+                let len = snap::raw::decompress_len(self.data)
+                    .map_err(|_| WireError::BadCompressed("invalid snappy data"))?;
+                if len != declared {
+                    return Err(mismatch(len));
+                }
+                out.resize(HEADER_LEN + declared, 0);
+                let n = snap::raw::Decoder::new()
+                    .decompress(self.data, &mut out[HEADER_LEN..])
+                    .map_err(|_| WireError::BadCompressed("invalid snappy data"))?;
+                if n != declared {
+                    return Err(mismatch(n));
+                }
+            }
+            Compressor::Zlib => {
+                let decoder = flate2::read::ZlibDecoder::new(self.data);
+                read_bounded(decoder, declared, &mut out, "invalid zlib data")?;
+            }
+            Compressor::Zstd => {
+                let decoder = zstd::stream::read::Decoder::with_buffer(self.data)
+                    .map_err(|_| WireError::BadCompressed("invalid zstd data"))?;
+                read_bounded(decoder, declared, &mut out, "invalid zstd data")?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Reads at most `declared + 1` bytes so a bomb is detected after one byte
+/// too many, never after inflating it all.
+fn read_bounded(
+    reader: impl Read,
+    declared: usize,
+    out: &mut Vec<u8>,
+    what: &'static str,
+) -> Result<(), WireError> {
+    let start = out.len();
+    reader
+        .take(declared as u64 + 1)
+        .read_to_end(out)
+        .map_err(|_| WireError::BadCompressed(what))?;
+    let actual = out.len() - start;
+    if actual != declared {
+        // `actual` is `declared + 1` for a bomb: report it as "more than".
+        return Err(WireError::SizeMismatch { declared, actual });
+    }
+    Ok(())
+}
+
+/// Compresses a whole message (header included) into an OP_COMPRESSED frame.
+/// Used by tests and fixtures; the proxy itself never compresses.
+pub fn compress(frame: &[u8], compressor: Compressor) -> std::io::Result<Vec<u8>> {
+    let header = Header::parse(frame)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "short frame"))?;
+    let body = &frame[HEADER_LEN..];
+    let data = match compressor {
+        Compressor::Noop => body.to_vec(),
+        Compressor::Snappy => snap::raw::Encoder::new()
+            .compress_vec(body)
+            .map_err(std::io::Error::other)?,
+        Compressor::Zlib => {
+            use std::io::Write;
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(body)?;
+            e.finish()?
+        }
+        Compressor::Zstd => zstd::bulk::compress(body, 3)?,
+    };
+    let len = HEADER_LEN + 9 + data.len();
+    let mut out = Vec::with_capacity(len);
+    Header {
+        message_length: len as i32,
+        request_id: header.request_id,
+        response_to: header.response_to,
+        op_code: OpCode::Compressed.as_i32(),
+    }
+    .write(&mut out);
+    out.extend_from_slice(&header.op_code.to_le_bytes());
+    out.extend_from_slice(&(body.len() as i32).to_le_bytes());
+    out.push(compressor.id());
+    out.extend_from_slice(&data);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::op_msg;
+    use bson::rawdoc;
+
+    fn sample() -> Vec<u8> {
+        let body = rawdoc! {"find": "c", "filter": {"a": "x".repeat(300)}, "$db": "d"};
+        op_msg::encode(11, 0, 0, body.as_bytes(), &[])
+    }
+
+    #[test]
+    fn every_compressor_round_trips() {
+        let frame = sample();
+        for c in [
+            Compressor::Noop,
+            Compressor::Snappy,
+            Compressor::Zlib,
+            Compressor::Zstd,
+        ] {
+            let z = compress(&frame, c).unwrap();
+            let parsed = OpCompressed::parse(&z).unwrap();
+            assert_eq!(parsed.compressor, c);
+            assert_eq!(parsed.original_opcode, OpCode::Msg);
+            assert_eq!(parsed.decompress().unwrap(), frame, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn lying_sizes_are_errors() {
+        let frame = sample();
+        for c in [
+            Compressor::Noop,
+            Compressor::Snappy,
+            Compressor::Zlib,
+            Compressor::Zstd,
+        ] {
+            for delta in [-1i32, 1, 1000] {
+                let mut z = compress(&frame, c).unwrap();
+                let declared = read_i32(&z, HEADER_LEN + 4).unwrap() + delta;
+                z[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&declared.to_le_bytes());
+                let parsed = OpCompressed::parse(&z).unwrap();
+                assert!(
+                    matches!(parsed.decompress(), Err(WireError::SizeMismatch { .. })),
+                    "{c:?} {delta}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bomb_stops_at_declared_size() {
+        // 40 MB of zeros compresses to a few kB; declare 1 kB.
+        let zeros = vec![0u8; 40_000_000];
+        let mut frame = Vec::new();
+        Header {
+            message_length: (HEADER_LEN + zeros.len()) as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: 2013,
+        }
+        .write(&mut frame);
+        frame.extend_from_slice(&zeros);
+        for c in [Compressor::Zlib, Compressor::Zstd] {
+            let mut z = compress(&frame, c).unwrap();
+            z[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&1024i32.to_le_bytes());
+            let err = OpCompressed::parse(&z).unwrap().decompress().unwrap_err();
+            assert_eq!(
+                err,
+                WireError::SizeMismatch {
+                    declared: 1024,
+                    actual: 1025
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn envelope_checks() {
+        let frame = sample();
+        let z = compress(&frame, Compressor::Snappy).unwrap();
+        let mut bad = z.clone();
+        bad[HEADER_LEN + 8] = 9;
+        assert_eq!(
+            OpCompressed::parse(&bad).unwrap_err(),
+            WireError::UnknownCompressor(9)
+        );
+        let mut bad = z.clone();
+        bad[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&i32::MAX.to_le_bytes());
+        assert!(OpCompressed::parse(&bad).is_err());
+        let mut bad = z.clone();
+        bad[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&2012i32.to_le_bytes());
+        assert!(OpCompressed::parse(&bad).is_err());
+    }
+}
