@@ -53,15 +53,15 @@ impl<'a> OpQuery<'a> {
     /// The command document: legacy drivers wrap it as `{$query: {...},
     /// $readPreference: ...}` (or `query`) when they add modifiers.
     pub fn command(&self) -> &'a [u8] {
-        for element in super::bson_walk::elements(self.query).flatten() {
-            if element.key == b"$query" || element.key == b"query" {
-                if element.element_type == 0x03 {
-                    return element.value;
-                }
+        match super::bson_walk::elements(self.query).next() {
+            Some(Ok(first))
+                if (first.key == b"$query" || first.key == b"query")
+                    && first.element_type == 0x03 =>
+            {
+                first.value
             }
-            break;
+            _ => self.query,
         }
-        self.query
     }
 }
 

@@ -1,0 +1,307 @@
+//! Settings: the `wirelint.toml` file, and how it merges with flags and
+//! `WIRELINT_*` environment variables (flag > environment > file > default).
+//!
+//! Unknown keys are errors that name the key and the file: a typo in a config
+//! that silently falls back to a default is worse than no config at all.
+
+use crate::proxy::uri::UpstreamUri;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The whole `wirelint.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub proxy: ProxySection,
+    /// Per-namespace settings, keyed by `"db.collection"`.
+    #[serde(default)]
+    pub collections: BTreeMap<String, CollectionSection>,
+    /// Per-rule settings, keyed by rule id (`WL102`).
+    #[serde(default)]
+    pub rules: BTreeMap<String, RuleSection>,
+}
+
+/// `[proxy]`: every key mirrors a `wirelint proxy` flag of the same name
+/// (with `_` for `-`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySection {
+    pub listen: Option<String>,
+    pub upstream: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
+    pub max_connections: Option<usize>,
+    pub connect_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    pub upstream_timeout: Option<String>,
+    pub shutdown_grace: Option<String>,
+    pub analysis: Option<bool>,
+    pub analysis_queue: Option<usize>,
+    pub analysis_workers: Option<usize>,
+    pub rewrite_topology: Option<bool>,
+    pub log_format: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionSection {
+    /// The partition (shard) key: a list of paths; compound and
+    /// hierarchical keys list several.
+    pub partition_key: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSection {
+    pub enabled: Option<bool>,
+    pub severity: Option<String>,
+    pub warn: Option<f64>,
+    pub error: Option<f64>,
+}
+
+/// A configuration error. It always says which file and key (or flag) is at
+/// fault and what would be accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{origin}: `{key}` {message}")]
+    Invalid {
+        origin: String,
+        key: String,
+        message: String,
+    },
+    #[error("no upstream given: pass --upstream mongodb://HOST:PORT, set WIRELINT_UPSTREAM, or put `upstream = \"mongodb://…\"` under [proxy] in the config file")]
+    NoUpstream,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .span()
+                .map(|span| line_col(text, span.start))
+                .unwrap_or((1, 1));
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().trim().to_string(),
+            }
+        })
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, column)
+}
+
+/// Where a value came from, for error messages.
+#[derive(Clone, Debug)]
+pub enum Origin {
+    Flag(&'static str),
+    File(PathBuf),
+    Default,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Flag(name) => write!(
+                f,
+                "--{name} (or WIRELINT_{})",
+                name.to_uppercase().replace('-', "_")
+            ),
+            Origin::File(path) => write!(f, "{} [proxy]", path.display()),
+            Origin::Default => write!(f, "default"),
+        }
+    }
+}
+
+/// Parses `"5s"`, `"250ms"`, `"1m 30s"`; `"0"` or `"off"` mean "no limit".
+pub fn parse_duration(
+    value: &str,
+    origin: &Origin,
+    key: &str,
+) -> Result<Option<Duration>, ConfigError> {
+    let v = value.trim();
+    if v == "0" || v.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    humantime::parse_duration(v)
+        .map(|d| if d.is_zero() { None } else { Some(d) })
+        .map_err(|e| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            message: format!("is not a duration ({e}); write e.g. \"5s\", \"250ms\" or \"off\""),
+        })
+}
+
+/// Client-facing TLS: the proxy's certificate and key, and optionally a CA
+/// that client certificates must chain to (then they are required).
+#[derive(Clone, Debug)]
+pub struct ClientTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+/// The analysis side's resources.
+#[derive(Clone, Debug)]
+pub struct AnalysisSettings {
+    pub enabled: bool,
+    /// Messages waiting for analysis, across all workers. When it is full,
+    /// new messages are dropped (and counted), never waited for.
+    pub queue_capacity: usize,
+    /// Worker threads; each owns the connections hashed to it, so the
+    /// messages of one connection are analysed in order.
+    pub workers: usize,
+}
+
+impl Default for AnalysisSettings {
+    fn default() -> Self {
+        AnalysisSettings {
+            enabled: true,
+            queue_capacity: 16_384,
+            workers: 1,
+        }
+    }
+}
+
+/// Everything the proxy needs, resolved and validated.
+#[derive(Clone, Debug)]
+pub struct ProxySettings {
+    /// Address to listen on (`HOST:PORT`; port 0 picks a free one).
+    pub listen: String,
+    pub upstream: UpstreamUri,
+    pub tls: Option<ClientTls>,
+    /// Client connections held at once; more are refused with a log line.
+    pub max_connections: usize,
+    pub connect_timeout: Duration,
+    /// Close a connection with no traffic either way for this long.
+    pub idle_timeout: Option<Duration>,
+    /// Close a connection whose backend has not answered an outstanding
+    /// request for this long.
+    pub upstream_timeout: Option<Duration>,
+    /// On shutdown, how long connections get to finish what is in flight.
+    pub shutdown_grace: Duration,
+    pub analysis: AnalysisSettings,
+    /// Rewrite replica-set hello replies so drivers stay on the proxy.
+    pub rewrite_topology: bool,
+}
+
+impl ProxySettings {
+    /// Settings with every default, for the library API and tests.
+    pub fn new(listen: &str, upstream: &str) -> Result<ProxySettings, ConfigError> {
+        Ok(ProxySettings {
+            listen: listen.to_string(),
+            upstream: UpstreamUri::parse(upstream).map_err(|e| ConfigError::Invalid {
+                origin: "upstream".into(),
+                key: "upstream".into(),
+                message: e.to_string(),
+            })?,
+            tls: None,
+            max_connections: 10_000,
+            connect_timeout: Duration::from_secs(5),
+            idle_timeout: None,
+            upstream_timeout: None,
+            shutdown_grace: Duration::from_secs(10),
+            analysis: AnalysisSettings::default(),
+            rewrite_topology: true,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_name_the_key_and_the_file() {
+        let err = FileConfig::parse(
+            "[proxy]\nlisten = \"x\"\nupstrem = \"y\"\n",
+            Path::new("wl.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("wl.toml:3:1:"), "{err}");
+        assert!(err.contains("upstrem"), "{err}");
+        assert!(err.contains("upstream"), "{err}");
+        let err = FileConfig::parse(
+            "[collections.\"a.b\"]\npartition = [\"x\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("partition") && err.contains("c.toml:2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn design_example_parses() {
+        let text = r#"
+[proxy]
+listen = "127.0.0.1:27018"
+upstream = "mongodb://127.0.0.1:27017"
+
+[collections."blog.posts"]
+partition_key = ["postId"]
+
+[rules.WL102]
+warn = 250
+error = 10000
+"#;
+        let c = FileConfig::parse(text, Path::new("w.toml")).unwrap();
+        assert_eq!(c.proxy.listen.as_deref(), Some("127.0.0.1:27018"));
+        assert_eq!(
+            c.collections["blog.posts"].partition_key.as_deref(),
+            Some(&["postId".to_string()][..])
+        );
+        assert_eq!(c.rules["WL102"].error, Some(10000.0));
+    }
+
+    #[test]
+    fn durations() {
+        let o = Origin::Default;
+        assert_eq!(
+            parse_duration("5s", &o, "k").unwrap(),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(parse_duration("off", &o, "k").unwrap(), None);
+        assert_eq!(parse_duration("0", &o, "k").unwrap(), None);
+        let err = parse_duration("five", &o, "connect_timeout")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("connect_timeout") && err.contains("5s"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! The transparent proxy: listener, sessions, upstream connections, TLS and
+//! the hello rewrite.
+//!
+//! ```text
+//! client ──▶ listener (connection limit, TLS accept)
+//!              └─▶ session: one upstream connection per client connection
+//!                    requests ──▶ upstream      (bytes unchanged)
+//!                    replies  ◀── upstream      (bytes unchanged but
+//!                                                replica-set hello replies)
+//!                    every message ──▶ analysis queue (try_send, never waits)
+//! ```
+//!
+//! [`Proxy::start`] is also the library API: tests and applications start a
+//! proxy in-process, read its address and its counters, and shut it down.
+
+pub mod session;
+pub mod tls;
+pub mod topology;
+pub mod upstream;
+pub mod uri;
+
+use crate::analysis::{AnalysisQueue, AnalysisWorkers};
+use crate::config::ProxySettings;
+use crate::stats::{RateLimit, Stats, StatsSnapshot};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use upstream::Upstream;
+
+/// What every session needs, shared.
+pub(crate) struct SessionContext {
+    pub upstream: Upstream,
+    pub analysis: AnalysisQueue,
+    pub stats: Arc<Stats>,
+    pub shutdown: watch::Receiver<bool>,
+    pub shutdown_grace: Duration,
+    pub idle_timeout: Option<Duration>,
+    pub upstream_timeout: Option<Duration>,
+    pub rewrite_topology: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Tls(#[from] tls::TlsError),
+}
+
+/// A running proxy.
+pub struct Proxy {
+    local_addr: SocketAddr,
+    stats: Arc<Stats>,
+    shutdown: watch::Sender<bool>,
+    accept_loop: Option<tokio::task::JoinHandle<()>>,
+    workers: Option<AnalysisWorkers>,
+    upstream: String,
+}
+
+impl Proxy {
+    /// Binds the listener and starts accepting. Fails fast on a bad address
+    /// or bad TLS files; an unreachable upstream is not an error here (each
+    /// client is told when its connection is made).
+    pub async fn start(settings: ProxySettings) -> Result<Proxy, StartError> {
+        let listener = TcpListener::bind(&settings.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: settings.listen.clone(),
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: settings.listen.clone(),
+            source,
+        })?;
+        let acceptor = settings.tls.as_ref().map(tls::acceptor).transpose()?;
+        let upstream_display = settings.upstream.to_string();
+        let upstream = Upstream::new(settings.upstream.clone(), settings.connect_timeout)?;
+        let stats = Arc::new(Stats::default());
+        let (analysis, workers) = AnalysisQueue::start(&settings.analysis, stats.clone());
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let ctx = Arc::new(SessionContext {
+            upstream,
+            analysis,
+            stats: stats.clone(),
+            shutdown: shutdown_rx.clone(),
+            shutdown_grace: settings.shutdown_grace,
+            idle_timeout: settings.idle_timeout,
+            upstream_timeout: settings.upstream_timeout,
+            rewrite_topology: settings.rewrite_topology,
+        });
+        let accept_loop = tokio::spawn(accept_loop(
+            listener,
+            acceptor,
+            ctx,
+            settings.max_connections,
+            shutdown_rx,
+        ));
+        Ok(Proxy {
+            local_addr,
+            stats,
+            shutdown: shutdown_tx,
+            accept_loop: Some(accept_loop),
+            workers: Some(workers),
+            upstream: upstream_display,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The connection string a driver should use to reach this proxy.
+    pub fn connection_string(&self) -> String {
+        format!("mongodb://{}/", self.local_addr)
+    }
+
+    pub fn upstream(&self) -> &str {
+        &self.upstream
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// Stops accepting, lets connections finish what is in flight (up to the
+    /// grace period), closes them, waits for the analysis to drain, and
+    /// returns the final counters.
+    pub async fn shutdown(mut self) -> StatsSnapshot {
+        let _ = self.shutdown.send(true);
+        if let Some(accept_loop) = self.accept_loop.take() {
+            let _ = accept_loop.await;
+        }
+        if let Some(workers) = self.workers.take() {
+            let _ = tokio::task::spawn_blocking(move || workers.join()).await;
+        }
+        self.stats.snapshot()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+/// Low latency for small request/reply messages, and keepalive so a
+/// vanished peer is noticed.
+pub(crate) fn tune_socket(stream: &TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(120))
+        .with_interval(Duration::from_secs(10));
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive);
+}
+
+static LIMIT_LOG: RateLimit = RateLimit::new();
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<tls::TlsAcceptor>,
+    ctx: Arc<SessionContext>,
+    max_connections: usize,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let limit = Arc::new(Semaphore::new(max_connections));
+    let mut sessions = JoinSet::new();
+    let next_id = AtomicU64::new(1);
+    loop {
+        while sessions.try_join_next().is_some() {}
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            ctx.stats.connections_refused.fetch_add(1, Relaxed);
+            if LIMIT_LOG.allow() {
+                tracing::warn!(%peer, max_connections, "connection limit reached: refusing new connections (raise --max-connections if the backend can take more)");
+            }
+            drop(stream);
+            continue;
+        };
+        tune_socket(&stream);
+        let conn = next_id.fetch_add(1, Relaxed);
+        ctx.stats.connections_accepted.fetch_add(1, Relaxed);
+        ctx.stats.connections_active.fetch_add(1, Relaxed);
+        let ctx = ctx.clone();
+        let acceptor = acceptor.clone();
+        sessions.spawn(async move {
+            tracing::debug!(conn, %peer, "accepted");
+            match acceptor {
+                None => session::run(stream, peer, conn, ctx.clone()).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
+                        .await
+                    {
+                        Ok(Ok(tls)) => session::run(tls, peer, conn, ctx.clone()).await,
+                        Ok(Err(e)) => {
+                            tracing::info!(conn, %peer, "client TLS handshake failed: {e}")
+                        }
+                        Err(_) => tracing::info!(conn, %peer, "client TLS handshake timed out"),
+                    }
+                }
+            }
+            ctx.stats.connections_active.fetch_sub(1, Relaxed);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    while sessions.try_join_next().is_some() {}
+    let open = sessions.len();
+    if open > 0 {
+        tracing::info!(open, grace = ?ctx.shutdown_grace, "stopped accepting; letting open connections finish");
+    }
+    // Sessions end themselves within the grace period; this is the backstop.
+    let backstop = ctx.shutdown_grace + Duration::from_secs(1);
+    if tokio::time::timeout(backstop, async {
+        while sessions.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!(
+            left = sessions.len(),
+            "connections still open after the grace period; closing them"
+        );
+        sessions.abort_all();
+        while sessions.join_next().await.is_some() {}
+    }
+}

@@ -1,0 +1,266 @@
+//! Connections to the backend: one per client connection, TLS when the URI
+//! says so, to the primary when the URI names a replica set.
+//!
+//! Finding the primary: each seed is asked `isMaster` on a short-lived
+//! connection; a seed that is itself writable primary wins (its address as
+//! written in the URI, which is known to be reachable from here), else the
+//! `primary` it names. The answer is cached and found again when a connect to
+//! it fails.
+
+use super::tls::{self, TlsConnector, TlsError};
+use super::uri::{HostPort, UpstreamUri};
+use crate::wire::{bson_walk, frame, op_msg, OpMsg};
+use std::io;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("cannot connect to upstream {addr}: {source}")]
+    Connect { addr: String, source: io::Error },
+    #[error("upstream {addr} did not accept a connection within {after:?}")]
+    Timeout { addr: String, after: Duration },
+    #[error("TLS handshake with upstream {addr} failed: {source}")]
+    Handshake { addr: String, source: io::Error },
+    #[error("{0}")]
+    Tls(#[from] TlsError),
+    #[error("no primary found among the upstream seeds: {0}")]
+    NoPrimary(String),
+}
+
+/// A backend connection, plain or TLS.
+pub enum UpstreamStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+pub struct Upstream {
+    uri: UpstreamUri,
+    tls: Option<TlsConnector>,
+    connect_timeout: Duration,
+    primary: Mutex<Option<HostPort>>,
+    /// One discovery at a time; the others wait for its answer.
+    discovery: tokio::sync::Mutex<()>,
+}
+
+impl Upstream {
+    pub fn new(uri: UpstreamUri, connect_timeout: Duration) -> Result<Upstream, TlsError> {
+        let tls = tls::connector(&uri.tls)?;
+        let connect_timeout = uri.connect_timeout.unwrap_or(connect_timeout);
+        Ok(Upstream {
+            uri,
+            tls,
+            connect_timeout,
+            primary: Mutex::new(None),
+            discovery: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn uri(&self) -> &UpstreamUri {
+        &self.uri
+    }
+
+    /// Opens a connection for one client: to the only host, or to the
+    /// current primary.
+    pub async fn connect(&self) -> Result<(UpstreamStream, HostPort), UpstreamError> {
+        if !self.uri.discovers_primary() {
+            let host = self.uri.hosts[0].clone();
+            return Ok((self.connect_to(&host).await?, host));
+        }
+        let cached = self.cached_primary();
+        if let Some(host) = cached {
+            match self.connect_to(&host).await {
+                Ok(stream) => return Ok((stream, host)),
+                Err(e) => {
+                    tracing::info!(error = %e, "cached primary unreachable; looking for the primary again");
+                    self.forget_primary(&host);
+                }
+            }
+        }
+        let host = self.find_primary().await?;
+        Ok((self.connect_to(&host).await?, host))
+    }
+
+    fn cached_primary(&self) -> Option<HostPort> {
+        self.primary
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn forget_primary(&self, host: &HostPort) {
+        let mut guard = self.primary.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.as_ref() == Some(host) {
+            *guard = None;
+        }
+    }
+
+    async fn find_primary(&self) -> Result<HostPort, UpstreamError> {
+        let _one_at_a_time = self.discovery.lock().await;
+        if let Some(host) = self.cached_primary() {
+            return Ok(host);
+        }
+        let mut notes = Vec::new();
+        for seed in &self.uri.hosts {
+            match self.probe(seed).await {
+                Ok(probe) => {
+                    if let (Some(want), Some(got)) = (&self.uri.replica_set, &probe.set_name) {
+                        if want != got {
+                            notes.push(format!(
+                                "{seed}: member of replica set `{got}`, not `{want}`"
+                            ));
+                            continue;
+                        }
+                    }
+                    let found = if probe.is_primary {
+                        Some(seed.clone())
+                    } else {
+                        probe
+                            .primary
+                            .as_deref()
+                            .and_then(|p| HostPort::parse(p).ok())
+                    };
+                    match found {
+                        Some(host) => {
+                            tracing::info!(primary = %host, via = %seed, "upstream primary found");
+                            *self.primary.lock().unwrap_or_else(|p| p.into_inner()) =
+                                Some(host.clone());
+                            return Ok(host);
+                        }
+                        None => notes.push(format!("{seed}: not primary and names no primary")),
+                    }
+                }
+                Err(e) => notes.push(e.to_string()),
+            }
+        }
+        Err(UpstreamError::NoPrimary(notes.join("; ")))
+    }
+
+    /// Asks one host `isMaster` on a connection of its own.
+    async fn probe(&self, host: &HostPort) -> Result<Probe, UpstreamError> {
+        let mut stream = self.connect_to(host).await?;
+        let body = bson::rawdoc! {"isMaster": 1, "$db": "admin"};
+        let request = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+        let io_err = |source| UpstreamError::Connect {
+            addr: host.to_string(),
+            source,
+        };
+        let exchange = async {
+            stream.write_all(&request).await?;
+            read_frame(&mut stream).await
+        };
+        let reply = tokio::time::timeout(self.connect_timeout, exchange)
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                addr: host.to_string(),
+                after: self.connect_timeout,
+            })?
+            .map_err(io_err)?;
+        let msg = OpMsg::parse(&reply)
+            .map_err(|e| io_err(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        let mut probe = Probe::default();
+        for element in bson_walk::elements(msg.body).flatten() {
+            match element.key {
+                b"ismaster" | b"isWritablePrimary" => {
+                    probe.is_primary = element.as_bool().unwrap_or(false)
+                }
+                b"primary" => probe.primary = element.as_str().map(str::to_string),
+                b"setName" => probe.set_name = element.as_str().map(str::to_string),
+                _ => {}
+            }
+        }
+        Ok(probe)
+    }
+
+    async fn connect_to(&self, host: &HostPort) -> Result<UpstreamStream, UpstreamError> {
+        let addr = host.address();
+        let tcp = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&addr))
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                addr: addr.clone(),
+                after: self.connect_timeout,
+            })?
+            .map_err(|source| UpstreamError::Connect {
+                addr: addr.clone(),
+                source,
+            })?;
+        super::tune_socket(&tcp);
+        let Some(connector) = &self.tls else {
+            return Ok(UpstreamStream::Plain(tcp));
+        };
+        let name = tls::server_name(&host.host)?;
+        let tls = tokio::time::timeout(self.connect_timeout, connector.connect(name, tcp))
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                addr: addr.clone(),
+                after: self.connect_timeout,
+            })?
+            .map_err(|source| UpstreamError::Handshake { addr, source })?;
+        Ok(UpstreamStream::Tls(Box::new(tls)))
+    }
+}
+
+#[derive(Default)]
+struct Probe {
+    is_primary: bool,
+    primary: Option<String>,
+    set_name: Option<String>,
+}
+
+/// Reads one whole message, checking its length before allocating.
+pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Vec<u8>> {
+    let mut header = [0u8; 16];
+    reader.read_exact(&mut header).await?;
+    let len = frame::expected_len(&header)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+        .unwrap_or(16);
+    let mut buf = Vec::with_capacity(len);
+    buf.extend_from_slice(&header);
+    buf.resize(len, 0);
+    reader.read_exact(&mut buf[16..]).await?;
+    Ok(buf)
+}
+
+impl AsyncRead for UpstreamStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for UpstreamStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The upstream MongoDB connection string, as the drivers write it.
+//!
+//! Only what the proxy needs is kept: the seed list, `replicaSet` and
+//! `directConnection` (do we look for the primary?), the TLS options and the
+//! connect timeout. Credentials are not needed on the forwarding path (each
+//! client authenticates end to end) and never appear in logs: [`Display`]
+//! prints the URI with them removed.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    pub host: String,
+    pub port: u16,
+}
+
+impl HostPort {
+    pub fn parse(s: &str) -> Result<HostPort, UriError> {
+        let bad = || UriError(format!("`{s}` is not HOST or HOST:PORT"));
+        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+            // [ipv6]:port
+            let (h, after) = rest.split_once(']').ok_or_else(bad)?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(bad()),
+            };
+            (h.to_string(), port)
+        } else {
+            match s.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (s.to_string(), None),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad());
+        }
+        let port = match port {
+            Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(bad)?,
+            None => 27017,
+        };
+        Ok(HostPort { host, port })
+    }
+
+    /// `host:port` as `connect` wants it (IPv6 literals bracketed).
+    pub fn address(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.address())
+    }
+}
+
+/// TLS towards the backend, from `tls`/`ssl` and the `tls*` options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UpstreamTls {
+    pub enabled: bool,
+    pub ca_file: Option<PathBuf>,
+    /// PEM with the client certificate and its key (X.509 to the backend).
+    pub certificate_key_file: Option<PathBuf>,
+    pub allow_invalid_certificates: bool,
+    pub allow_invalid_hostnames: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamUri {
+    pub hosts: Vec<HostPort>,
+    pub replica_set: Option<String>,
+    pub direct_connection: Option<bool>,
+    pub tls: UpstreamTls,
+    pub connect_timeout: Option<Duration>,
+    /// The URI without credentials, for logs.
+    redacted: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UriError(pub String);
+
+impl UpstreamUri {
+    pub fn parse(uri: &str) -> Result<UpstreamUri, UriError> {
+        if uri.starts_with("mongodb+srv://") {
+            return Err(UriError(
+                "mongodb+srv:// URIs are not supported yet: list the hosts instead \
+                 (mongodb://host1:port,host2:port/?replicaSet=NAME&tls=true)"
+                    .into(),
+            ));
+        }
+        let rest = uri.strip_prefix("mongodb://").ok_or_else(|| {
+            UriError(format!(
+                "upstream must start with mongodb:// (got `{}`)",
+                redact_userinfo(uri)
+            ))
+        })?;
+        let (authority, tail) = match rest.find(['/', '?']) {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let (has_credentials, hosts_part) = match authority.rsplit_once('@') {
+            Some((_, hosts)) => (true, hosts),
+            None => (false, authority),
+        };
+        let hosts = hosts_part
+            .split(',')
+            .map(HostPort::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let query = tail.split_once('?').map(|(_, q)| q).unwrap_or("");
+
+        let mut parsed = UpstreamUri {
+            hosts,
+            replica_set: None,
+            direct_connection: None,
+            tls: UpstreamTls::default(),
+            connect_timeout: None,
+            redacted: format!("mongodb://{hosts_part}{tail}"),
+        };
+        if has_credentials {
+            tracing::debug!("credentials in the upstream URI are not used for proxied traffic: clients authenticate end to end");
+        }
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| UriError(format!("URI option `{pair}` has no value")))?;
+            let value = percent_decode(value)?;
+            let flag = |v: &str| match v {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(UriError(format!(
+                    "URI option {key} must be true or false, not `{v}`"
+                ))),
+            };
+            match key.to_ascii_lowercase().as_str() {
+                "replicaset" => parsed.replica_set = Some(value),
+                "directconnection" => parsed.direct_connection = Some(flag(&value)?),
+                "tls" | "ssl" => parsed.tls.enabled = flag(&value)?,
+                "tlscafile" => parsed.tls.ca_file = Some(value.into()),
+                "tlscertificatekeyfile" => parsed.tls.certificate_key_file = Some(value.into()),
+                "tlsallowinvalidcertificates" => {
+                    parsed.tls.allow_invalid_certificates = flag(&value)?
+                }
+                "tlsallowinvalidhostnames" => parsed.tls.allow_invalid_hostnames = flag(&value)?,
+                "tlsinsecure" => {
+                    let v = flag(&value)?;
+                    parsed.tls.allow_invalid_certificates = v;
+                    parsed.tls.allow_invalid_hostnames = v;
+                }
+                "connecttimeoutms" => {
+                    let ms: u64 = value.parse().map_err(|_| {
+                        UriError(format!("connectTimeoutMS must be a number, not `{value}`"))
+                    })?;
+                    parsed.connect_timeout = Some(Duration::from_millis(ms));
+                }
+                // Driver-side options (pool sizes, read preference, auth
+                // source, compressors, ...) concern the clients, not the proxy.
+                _ => {}
+            }
+        }
+        if parsed.tls.ca_file.is_some() || parsed.tls.certificate_key_file.is_some() {
+            // As the drivers do: naming TLS files implies TLS.
+            parsed.tls.enabled = true;
+        }
+        if parsed.direct_connection == Some(true) && parsed.hosts.len() > 1 {
+            return Err(UriError(
+                "directConnection=true needs exactly one host".into(),
+            ));
+        }
+        Ok(parsed)
+    }
+
+    /// Whether the proxy must look for the primary among the seeds, rather
+    /// than connect to the single host given.
+    pub fn discovers_primary(&self) -> bool {
+        self.direct_connection != Some(true) && (self.replica_set.is_some() || self.hosts.len() > 1)
+    }
+}
+
+impl fmt::Display for UpstreamUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted)
+    }
+}
+
+fn redact_userinfo(uri: &str) -> String {
+    match (uri.find("://"), uri.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://{}", &uri[..s], &uri[at + 1..]),
+        _ => uri.to_string(),
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, UriError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| UriError(format!("bad percent-encoding in `{s}`")))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| UriError(format!("`{s}` is not UTF-8 once decoded")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_options_and_redaction() {
+        let u = UpstreamUri::parse(
+            "mongodb://alice:s3cret@a.example:27017,b.example,[::1]:27019/app?replicaSet=rs0&tls=true&tlsCAFile=%2Ftmp%2Fca.pem&connectTimeoutMS=1500&retryWrites=false",
+        )
+        .unwrap();
+        assert_eq!(u.hosts.len(), 3);
+        assert_eq!(
+            u.hosts[1],
+            HostPort {
+                host: "b.example".into(),
+                port: 27017
+            }
+        );
+        assert_eq!(u.hosts[2].address(), "[::1]:27019");
+        assert_eq!(u.replica_set.as_deref(), Some("rs0"));
+        assert!(u.tls.enabled);
+        assert_eq!(u.tls.ca_file, Some(PathBuf::from("/tmp/ca.pem")));
+        assert_eq!(u.connect_timeout, Some(Duration::from_millis(1500)));
+        assert!(u.discovers_primary());
+        let shown = u.to_string();
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("alice"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn single_host_is_direct() {
+        let u = UpstreamUri::parse("mongodb://127.0.0.1:27017").unwrap();
+        assert!(!u.discovers_primary());
+        let u = UpstreamUri::parse("mongodb://h/?replicaSet=rs0&directConnection=true").unwrap();
+        assert!(!u.discovers_primary());
+        assert!(
+            UpstreamUri::parse("mongodb://h/?ssl=true")
+                .unwrap()
+                .tls
+                .enabled
+        );
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = UpstreamUri::parse("mongodb+srv://cluster0.example.net").unwrap_err();
+        assert!(e.0.contains("list the hosts"));
+        let e = UpstreamUri::parse("postgres://u:pw@h").unwrap_err();
+        assert!(e.0.contains("mongodb://") && !e.0.contains("pw"));
+        assert!(UpstreamUri::parse("mongodb://h:0").is_err());
+        assert!(UpstreamUri::parse("mongodb://h:99999").is_err());
+        assert!(UpstreamUri::parse("mongodb://h/?tls=yes").is_err());
+        assert!(UpstreamUri::parse("mongodb://a,b/?directConnection=true").is_err());
+    }
+}

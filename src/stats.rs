@@ -1,0 +1,201 @@
+//! Counters shared by the forwarding path and the analysis side.
+//!
+//! The forwarding path only touches atomics; the analysis side keeps its
+//! richer counters behind a mutex it alone locks per message. A
+//! [`StatsSnapshot`] is what tests, logs and (later) `/metrics` read.
+
+use crate::wire::{Compressor, OpCode};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Which way a message travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client to backend.
+    Request,
+    /// Backend to client.
+    Reply,
+}
+
+impl Direction {
+    pub fn index(self) -> usize {
+        match self {
+            Direction::Request => 0,
+            Direction::Reply => 1,
+        }
+    }
+}
+
+/// Distinct command names kept; further names are counted as `(other)`, so
+/// a client sending random names cannot grow memory.
+pub const MAX_COMMAND_NAMES: usize = 512;
+
+#[derive(Default)]
+pub struct Stats {
+    pub connections_accepted: AtomicU64,
+    pub connections_active: AtomicI64,
+    pub connections_refused: AtomicU64,
+    pub upstream_connect_failures: AtomicU64,
+    pub frames: [AtomicU64; 2],
+    pub bytes: [AtomicU64; 2],
+    pub hello_rewrites: AtomicU64,
+    pub analysis_enqueued: AtomicU64,
+    pub analysis_dropped: AtomicU64,
+    /// Connections closed for a framing error, by kind. Rare: a mutex is fine.
+    pub frame_errors: Mutex<BTreeMap<&'static str, u64>>,
+    pub analysis: Mutex<AnalysisCounters>,
+}
+
+/// What the analysis side has decoded.
+#[derive(Default)]
+pub struct AnalysisCounters {
+    pub messages: BTreeMap<(Direction, OpCode), u64>,
+    pub commands: BTreeMap<String, u64>,
+    pub compressed: BTreeMap<Compressor, u64>,
+    pub decode_errors: BTreeMap<&'static str, u64>,
+    pub checksums_verified: u64,
+    pub panics: u64,
+    /// The second each kind of decode error was last logged.
+    last_logged: BTreeMap<&'static str, u64>,
+}
+
+impl AnalysisCounters {
+    /// At most one log line a second per kind of decode error.
+    pub fn log_allowed(&mut self, kind: &'static str) -> bool {
+        let now = unix_seconds();
+        let last = self.last_logged.insert(kind, now);
+        last != Some(now)
+    }
+
+    pub fn count_command(&mut self, name: &str) {
+        if let Some(n) = self.commands.get_mut(name) {
+            *n += 1;
+        } else if self.commands.len() < MAX_COMMAND_NAMES {
+            self.commands.insert(name.to_string(), 1);
+        } else {
+            *self.commands.entry("(other)".to_string()).or_default() += 1;
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StatsSnapshot {
+    pub connections_accepted: u64,
+    pub connections_active: i64,
+    pub connections_refused: u64,
+    pub upstream_connect_failures: u64,
+    pub requests_forwarded: u64,
+    pub replies_forwarded: u64,
+    pub request_bytes: u64,
+    pub reply_bytes: u64,
+    pub hello_rewrites: u64,
+    pub analysis_enqueued: u64,
+    pub analysis_dropped: u64,
+    pub frame_errors: BTreeMap<String, u64>,
+    /// `"request OP_MSG"` → count.
+    pub messages: BTreeMap<String, u64>,
+    /// Request command names (first key of the command document).
+    pub commands: BTreeMap<String, u64>,
+    /// OP_COMPRESSED messages by compressor, both directions.
+    pub compressed: BTreeMap<String, u64>,
+    pub decode_errors: BTreeMap<String, u64>,
+    pub checksums_verified: u64,
+    pub analysis_panics: u64,
+}
+
+impl Stats {
+    pub fn frame_error(&self, kind: &'static str) {
+        *self
+            .frame_errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(kind)
+            .or_default() += 1;
+    }
+
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let analysis = self.analysis.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = |d: Direction| match d {
+            Direction::Request => "request",
+            Direction::Reply => "reply",
+        };
+        StatsSnapshot {
+            connections_accepted: self.connections_accepted.load(Relaxed),
+            connections_active: self.connections_active.load(Relaxed),
+            connections_refused: self.connections_refused.load(Relaxed),
+            upstream_connect_failures: self.upstream_connect_failures.load(Relaxed),
+            requests_forwarded: self.frames[0].load(Relaxed),
+            replies_forwarded: self.frames[1].load(Relaxed),
+            request_bytes: self.bytes[0].load(Relaxed),
+            reply_bytes: self.bytes[1].load(Relaxed),
+            hello_rewrites: self.hello_rewrites.load(Relaxed),
+            analysis_enqueued: self.analysis_enqueued.load(Relaxed),
+            analysis_dropped: self.analysis_dropped.load(Relaxed),
+            frame_errors: self
+                .frame_errors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            messages: analysis
+                .messages
+                .iter()
+                .map(|((d, op), n)| (format!("{} {}", dir(*d), op.name()), *n))
+                .collect(),
+            commands: analysis.commands.clone(),
+            compressed: analysis
+                .compressed
+                .iter()
+                .map(|(c, n)| (c.name().to_string(), *n))
+                .collect(),
+            decode_errors: analysis
+                .decode_errors
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            checksums_verified: analysis.checksums_verified,
+            analysis_panics: analysis.panics,
+        }
+    }
+}
+
+/// Allows one log line a second, so a misbehaving peer cannot flood logs
+/// (the counters still count every event).
+pub struct RateLimit {
+    last_second: AtomicU64,
+}
+
+impl RateLimit {
+    pub const fn new() -> RateLimit {
+        RateLimit {
+            last_second: AtomicU64::new(0),
+        }
+    }
+
+    pub fn allow(&self) -> bool {
+        let now = unix_seconds();
+        let last = self.last_second.load(Relaxed);
+        now != last
+            && self
+                .last_second
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+    }
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit::new()
+    }
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,0 +1,303 @@
+//! Test harness: real FerretDB instances on free ports, an in-process
+//! wirelint in front of them, certificates made at run time, and a log
+//! capture so tests can check what wirelint said.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use wirelint::{Proxy, ProxySettings};
+
+pub fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The FerretDB binary: `WIRELINT_FERRETDB`, else built (once) by
+/// `scripts/ferretdb.sh install`.
+pub fn ferretdb_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("WIRELINT_FERRETDB") {
+            return PathBuf::from(p);
+        }
+        let out = Command::new("bash")
+            .arg(manifest_dir().join("scripts/ferretdb.sh"))
+            .arg("install")
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("running scripts/ferretdb.sh");
+        assert!(
+            out.status.success(),
+            "scripts/ferretdb.sh install failed: FerretDB is required for these tests"
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[derive(Default, Clone)]
+pub struct BackendOptions {
+    pub repl_set: Option<String>,
+    /// (certificate, key) PEM files: FerretDB also listens with TLS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// (user, password): SCRAM authentication required.
+    pub user: Option<(String, String)>,
+}
+
+/// A FerretDB process (SQLite handler) in a temporary directory. It is
+/// started under a small shell that kills it when the test process's end of
+/// its stdin closes, so no FerretDB outlives the tests, even on a crash.
+pub struct Backend {
+    pub port: u16,
+    pub tls_port: Option<u16>,
+    watcher: Child,
+    stdin: Option<ChildStdin>,
+    dir: tempfile::TempDir,
+}
+
+impl Backend {
+    pub fn start(options: BackendOptions) -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut args = vec![
+            "--handler=sqlite".to_string(),
+            format!("--sqlite-url=file:{}/", dir.path().display()),
+            format!("--state-dir={}", dir.path().display()),
+            format!("--listen-addr=127.0.0.1:{port}"),
+            "--debug-addr=127.0.0.1:0".to_string(),
+            "--telemetry=disable".to_string(),
+            "--log-level=warn".to_string(),
+        ];
+        if let Some(name) = &options.repl_set {
+            args.push(format!("--repl-set-name={name}"));
+        }
+        let mut tls_port = None;
+        if let Some((cert, key)) = &options.tls {
+            let p = free_port();
+            tls_port = Some(p);
+            args.push(format!("--listen-tls=127.0.0.1:{p}"));
+            args.push(format!("--listen-tls-cert-file={}", cert.display()));
+            args.push(format!("--listen-tls-key-file={}", key.display()));
+        }
+        if let Some((user, password)) = &options.user {
+            args.push(format!("--setup-username={user}"));
+            args.push(format!("--setup-password={password}"));
+            args.push("--setup-database=admin".to_string());
+            args.push("--test-enable-new-auth".to_string());
+        }
+        let log = dir.path().join("ferretdb.log");
+        let mut watcher = Command::new("sh")
+            .arg("-c")
+            .arg(r#""$@" >"$FERRETDB_LOG" 2>&1 & child=$!; read _ignored; kill $child 2>/dev/null; wait $child"#)
+            .arg("sh")
+            .arg(ferretdb_bin())
+            .args(&args)
+            .env("FERRETDB_LOG", &log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting FerretDB");
+        let stdin = watcher.stdin.take();
+        let backend = Backend {
+            port,
+            tls_port,
+            watcher,
+            stdin,
+            dir,
+        };
+        backend.wait_ready(port);
+        if let Some(p) = tls_port {
+            backend.wait_ready(p);
+        }
+        backend
+    }
+
+    fn wait_ready(&self, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "FerretDB did not listen on port {port} within 30 s; its log:\n{}",
+            self.log()
+        );
+    }
+
+    /// One FerretDB shared by the tests of a test binary (each test uses
+    /// its own database).
+    pub fn shared() -> &'static Backend {
+        static SHARED: OnceLock<Backend> = OnceLock::new();
+        SHARED.get_or_init(|| Backend::start(BackendOptions::default()))
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn uri(&self) -> String {
+        format!("mongodb://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("ferretdb.log")).unwrap_or_default()
+    }
+
+    /// Stops FerretDB now (closing its watcher's stdin) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"\n");
+        }
+        let _ = self.watcher.wait();
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A proxy in front of `upstream` on a free port, with default settings.
+pub async fn proxy(upstream: &str) -> Proxy {
+    proxy_with(settings(upstream)).await
+}
+
+pub fn settings(upstream: &str) -> ProxySettings {
+    capture_logs();
+    ProxySettings::new("127.0.0.1:0", upstream).unwrap()
+}
+
+pub async fn proxy_with(settings: ProxySettings) -> Proxy {
+    capture_logs();
+    Proxy::start(settings).await.expect("starting wirelint")
+}
+
+/// Polls `check` until it holds or `timeout` passes (for counters the
+/// analysis threads update asynchronously).
+pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+static LOGS: Mutex<String> = Mutex::new(String::new());
+
+struct CaptureWriter;
+
+impl Write for CaptureWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        eprint!("{text}");
+        LOGS.lock().unwrap().push_str(&text);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends wirelint's log lines (plain text, `RUST_LOG` or info) to a buffer
+/// the tests can search, and to stderr.
+pub fn capture_logs() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("wirelint=info"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(|| CaptureWriter)
+            .try_init();
+    });
+}
+
+/// The captured log lines that contain every one of `needles`.
+pub fn log_lines_with(needles: &[&str]) -> Vec<String> {
+    LOGS.lock()
+        .unwrap()
+        .lines()
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A CA and a certificate for `localhost`/127.0.0.1 signed by it, plus a
+/// client certificate, as PEM files in a temporary directory.
+pub struct Certs {
+    pub dir: tempfile::TempDir,
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    /// Certificate and key in one PEM (`tlsCertificateKeyFile`).
+    pub client_pem: PathBuf,
+    /// A CA that signed nothing here (for "wrong CA" tests).
+    pub other_ca: PathBuf,
+}
+
+pub fn make_certs() -> Certs {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, KeyUsagePurpose};
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "wirelint test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+
+    let server_key = KeyPair::generate().unwrap();
+    let server_params =
+        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let server = server_params.signed_by(&server_key, &ca, &ca_key).unwrap();
+
+    let client_key = KeyPair::generate().unwrap();
+    let mut client_params = CertificateParams::new(vec!["client".to_string()]).unwrap();
+    client_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "wirelint test client");
+    let client = client_params.signed_by(&client_key, &ca, &ca_key).unwrap();
+
+    let other_key = KeyPair::generate().unwrap();
+    let mut other_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    other_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let other = other_params.self_signed(&other_key).unwrap();
+
+    let write = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    Certs {
+        ca: write("ca.pem", ca.pem()),
+        server_cert: write("server.pem", server.pem()),
+        server_key: write("server.key", server_key.serialize_pem()),
+        client_pem: write(
+            "client.pem",
+            format!("{}{}", client.pem(), client_key.serialize_pem()),
+        ),
+        other_ca: write("other-ca.pem", other.pem()),
+        dir,
+    }
+}

@@ -1,0 +1,605 @@
+//! End-to-end: the Rust driver against real FerretDB, once directly and once
+//! through wirelint, with the results compared.
+
+mod common;
+
+use common::{eventually, Backend, BackendOptions};
+use futures_util::TryStreamExt;
+use mongodb::bson::{doc, Document};
+use mongodb::options::ClientOptions;
+use mongodb::Client;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+async fn client(uri: &str) -> Client {
+    let mut options = ClientOptions::parse(uri).await.unwrap();
+    options.server_selection_timeout = Some(Duration::from_secs(10));
+    Client::with_options(options).unwrap()
+}
+
+/// Insert, find, update, delete, findAndModify, aggregate and count; the
+/// results as text, without anything that differs between two databases.
+async fn crud(client: &Client, db: &str) -> Vec<String> {
+    let coll = client.database(db).collection::<Document>("items");
+    let _ = coll.drop().await;
+    let mut out = Vec::new();
+    let docs: Vec<Document> = (0..20)
+        .map(|i| doc! {"_id": i, "group": i % 3, "name": format!("item{i}"), "tags": ["a"], "n": 0})
+        .collect();
+    let inserted = coll.insert_many(docs).await.unwrap();
+    out.push(format!("inserted {}", inserted.inserted_ids.len()));
+    out.push(format!(
+        "{:?}",
+        coll.find_one(doc! {"_id": 5}).await.unwrap()
+    ));
+    let r = coll
+        .update_one(
+            doc! {"_id": 5},
+            doc! {"$set": {"name": "five"}, "$inc": {"n": 1}},
+        )
+        .await
+        .unwrap();
+    out.push(format!(
+        "update_one {} {}",
+        r.matched_count, r.modified_count
+    ));
+    let r = coll
+        .update_many(doc! {"group": 1}, doc! {"$push": {"tags": "x"}})
+        .await
+        .unwrap();
+    out.push(format!(
+        "update_many {} {}",
+        r.matched_count, r.modified_count
+    ));
+    let r = coll
+        .update_one(doc! {"_id": 100}, doc! {"$set": {"name": "upserted"}})
+        .upsert(true)
+        .await
+        .unwrap();
+    out.push(format!("upsert {:?}", r.upserted_id));
+    out.push(format!(
+        "delete_one {}",
+        coll.delete_one(doc! {"_id": 7})
+            .await
+            .unwrap()
+            .deleted_count
+    ));
+    out.push(format!(
+        "delete_many {}",
+        coll.delete_many(doc! {"group": 2})
+            .await
+            .unwrap()
+            .deleted_count
+    ));
+    let found = coll
+        .find_one_and_update(doc! {"_id": 1}, doc! {"$inc": {"n": 10}})
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .unwrap();
+    out.push(format!("find_one_and_update {found:?}"));
+    let removed = coll.find_one_and_delete(doc! {"_id": 3}).await.unwrap();
+    out.push(format!("find_one_and_delete {removed:?}"));
+    let all: Vec<Document> = coll
+        .find(doc! {})
+        .sort(doc! {"_id": 1})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    out.push(format!("find {all:?}"));
+    let groups: Vec<Document> = coll
+        .aggregate(vec![
+            doc! {"$match": {"n": {"$gte": 0}}},
+            doc! {"$group": {"_id": "$group", "count": {"$sum": 1}}},
+            doc! {"$sort": {"_id": 1}},
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    out.push(format!("aggregate {groups:?}"));
+    out.push(format!(
+        "count {}",
+        coll.count_documents(doc! {"group": 1}).await.unwrap()
+    ));
+    out.push(format!(
+        "distinct {:?}",
+        coll.distinct("group", doc! {}).await.unwrap()
+    ));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_through_wirelint_matches_direct() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let direct = crud(&client(&backend.uri()).await, "crud_direct").await;
+    let through = crud(&client(&proxy.connection_string()).await, "crud_proxy").await;
+    assert_eq!(direct, through);
+    assert!(direct.iter().any(|l| l.starts_with("find [")), "{direct:?}");
+
+    let ok = eventually(Duration::from_secs(5), || {
+        let s = proxy.stats();
+        [
+            "insert",
+            "find",
+            "update",
+            "delete",
+            "findAndModify",
+            "aggregate",
+            "distinct",
+        ]
+        .iter()
+        .all(|c| s.commands.get(*c).copied().unwrap_or(0) > 0)
+    })
+    .await;
+    let stats = proxy.shutdown().await;
+    assert!(
+        ok,
+        "analysis did not count every command: {:?}",
+        stats.commands
+    );
+    assert_eq!(stats.analysis_dropped, 0);
+    assert!(stats.decode_errors.is_empty(), "{:?}", stats.decode_errors);
+    assert_eq!(
+        stats.requests_forwarded,
+        stats.messages["request OP_MSG"]
+            + stats.messages.get("request OP_QUERY").copied().unwrap_or(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_of_1000_in_batches_of_7_with_getmore_and_killcursors() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let client = client(&proxy.connection_string()).await;
+    let coll = client.database("cursor_test").collection::<Document>("c");
+    let _ = coll.drop().await;
+    coll.insert_many((0..1000).map(|i| doc! {"_id": i, "pad": "x".repeat(20)}))
+        .await
+        .unwrap();
+    let all: Vec<Document> = coll
+        .find(doc! {})
+        .batch_size(7)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1000);
+    assert!(all
+        .iter()
+        .enumerate()
+        .all(|(i, d)| d.get_i32("_id").unwrap() == i as i32));
+
+    // Abandon a cursor half-way: the driver kills it.
+    {
+        let mut cursor = coll.find(doc! {}).batch_size(7).await.unwrap();
+        for _ in 0..10 {
+            cursor.try_next().await.unwrap().unwrap();
+        }
+    }
+    let counted = eventually(Duration::from_secs(10), || {
+        let s = proxy.stats();
+        s.commands.get("getMore").copied().unwrap_or(0) >= 143
+            && s.commands.get("killCursors").copied().unwrap_or(0) >= 1
+    })
+    .await;
+    let stats = proxy.shutdown().await;
+    assert!(
+        counted,
+        "getMore/killCursors not seen: {:?}",
+        stats.commands
+    );
+}
+
+/// Ordered and unordered bulk inserts with a duplicate key: the error and
+/// what was written are the same through wirelint as directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_write_duplicate_key_error_passes_through_unchanged() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    async fn run(client: &Client, db: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for ordered in [true, false] {
+            let coll = client
+                .database(db)
+                .collection::<Document>(&format!("bulk_{ordered}"));
+            let _ = coll.drop().await;
+            let docs = vec![
+                doc! {"_id": 1},
+                doc! {"_id": 2},
+                doc! {"_id": 2},
+                doc! {"_id": 3},
+            ];
+            let err = coll
+                .insert_many(docs)
+                .ordered(ordered)
+                .await
+                .expect_err("duplicate key must fail");
+            let mongodb::error::ErrorKind::InsertMany(e) = *err.kind else {
+                panic!("unexpected error {err:?}");
+            };
+            let we = e.write_errors.expect("write errors");
+            out.push(format!(
+                "ordered={ordered} errors={:?} count={}",
+                we.iter()
+                    .map(|w| (w.index, w.code, w.message.clone()))
+                    .collect::<Vec<_>>(),
+                coll.count_documents(doc! {}).await.unwrap()
+            ));
+        }
+        out
+    }
+    let direct = run(&client(&backend.uri()).await, "bulk_direct").await;
+    let through = run(&client(&proxy.connection_string()).await, "bulk_proxy").await;
+    // The message names the namespace; compare with it normalised.
+    let norm = |v: Vec<String>| -> Vec<String> {
+        v.into_iter()
+            .map(|s| s.replace("bulk_direct", "DB").replace("bulk_proxy", "DB"))
+            .collect()
+    };
+    assert_eq!(norm(direct.clone()), norm(through));
+    assert!(
+        direct[0].contains("11000") && direct[0].contains("count=2"),
+        "{direct:?}"
+    );
+    assert!(direct[1].contains("count=3"), "{direct:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_15_mb_document_round_trips() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let client = client(&proxy.connection_string()).await;
+    let coll = client.database("big_doc").collection::<Document>("c");
+    let _ = coll.drop().await;
+    let payload: String = (0..15_000_000u32)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    coll.insert_one(doc! {"_id": 1, "payload": &payload})
+        .await
+        .unwrap();
+    let back = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(back.get_str("payload").unwrap(), payload);
+    let stats = proxy.shutdown().await;
+    assert!(
+        stats.request_bytes > 15_000_000 && stats.reply_bytes > 15_000_000,
+        "{stats:?}"
+    );
+}
+
+/// The driver asks for snappy, zlib and zstd. wirelint passes the
+/// negotiation through untouched: the hello reply through wirelint offers
+/// exactly what the backend offers (FerretDB v1.24.2 implements no
+/// compression, FerretDB issue #4362, so nothing is negotiated with it; the
+/// testcontainers suite covers a backend that does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compression_negotiation_passes_through() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let with = |uri: &str| format!("{uri}?compressors=snappy,zlib,zstd");
+    let direct = client(&with(&backend.uri())).await;
+    let through = client(&with(&proxy.connection_string())).await;
+    let hello = doc! {"hello": 1, "compression": ["snappy", "zlib", "zstd"]};
+    let a = direct
+        .database("admin")
+        .run_command(hello.clone())
+        .await
+        .unwrap();
+    let b = through.database("admin").run_command(hello).await.unwrap();
+    assert_eq!(a.get("compression"), b.get("compression"));
+    through
+        .database("compress")
+        .collection::<Document>("c")
+        .insert_one(doc! {"a": 1})
+        .await
+        .unwrap();
+}
+
+/// Messages compressed by each real compressor library, sent through
+/// wirelint: the analysis side inflates them, checks the declared size and
+/// counts them per compressor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_messages_are_decoded_by_the_analysis_side() {
+    use tokio::io::AsyncWriteExt;
+    use wirelint::wire::{compressed, op_msg, Compressor};
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    for (i, c) in [Compressor::Snappy, Compressor::Zlib, Compressor::Zstd]
+        .into_iter()
+        .enumerate()
+    {
+        let body = mongodb::bson::rawdoc! {"insert": "c", "documents": [{"_id": i as i32, "text": "y".repeat(2000)}], "$db": "compressed_test"};
+        let frame = op_msg::encode(i as i32 + 1, 0, 0, body.as_bytes(), &[]);
+        let z = compressed::compress(&frame, c).unwrap();
+        assert!(z.len() < frame.len() / 2, "{c:?} did not compress");
+        let mut s = tokio::net::TcpStream::connect(proxy.local_addr())
+            .await
+            .unwrap();
+        s.write_all(&z).await.unwrap();
+        s.flush().await.unwrap();
+        // The backend does what it does with it; wirelint forwards it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let counted = eventually(Duration::from_secs(5), || {
+        let s = proxy.stats();
+        ["snappy", "zlib", "zstd"]
+            .iter()
+            .all(|c| s.compressed.get(*c) == Some(&1))
+            && s.commands.get("insert") == Some(&3)
+    })
+    .await;
+    let stats = proxy.shutdown().await;
+    assert!(counted, "{:?} {:?}", stats.compressed, stats.commands);
+    assert!(stats.decode_errors.is_empty(), "{:?}", stats.decode_errors);
+    assert_eq!(stats.messages["request OP_COMPRESSED"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_on_the_client_side() {
+    let certs = common::make_certs();
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.tls = Some(wirelint::config::ClientTls {
+        cert: certs.server_cert.clone(),
+        key: certs.server_key.clone(),
+        client_ca: None,
+    });
+    let proxy = common::proxy_with(settings).await;
+    let port = proxy.local_addr().port();
+    let uri = format!(
+        "mongodb://localhost:{port}/?tls=true&tlsCAFile={}",
+        certs.ca.display()
+    );
+    let c = client(&uri).await;
+    c.database("tls_client")
+        .collection::<Document>("c")
+        .insert_one(doc! {"a": 1})
+        .await
+        .unwrap();
+    let n = c
+        .database("tls_client")
+        .collection::<Document>("c")
+        .count_documents(doc! {})
+        .await
+        .unwrap();
+    assert!(n >= 1);
+
+    // A plain client on the TLS port is refused, quickly.
+    let mut opts = ClientOptions::parse(format!("mongodb://localhost:{port}/"))
+        .await
+        .unwrap();
+    opts.server_selection_timeout = Some(Duration::from_millis(1500));
+    let plain = Client::with_options(opts).unwrap();
+    assert!(plain
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .is_err());
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_client_certificates_when_a_client_ca_is_set() {
+    let certs = common::make_certs();
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.tls = Some(wirelint::config::ClientTls {
+        cert: certs.server_cert.clone(),
+        key: certs.server_key.clone(),
+        client_ca: Some(certs.ca.clone()),
+    });
+    let proxy = common::proxy_with(settings).await;
+    let port = proxy.local_addr().port();
+    let with_cert = format!(
+        "mongodb://localhost:{port}/?tls=true&tlsCAFile={}&tlsCertificateKeyFile={}",
+        certs.ca.display(),
+        certs.client_pem.display()
+    );
+    client(&with_cert)
+        .await
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .unwrap();
+    let mut opts = ClientOptions::parse(format!(
+        "mongodb://localhost:{port}/?tls=true&tlsCAFile={}",
+        certs.ca.display()
+    ))
+    .await
+    .unwrap();
+    opts.server_selection_timeout = Some(Duration::from_millis(1500));
+    let without = Client::with_options(opts).unwrap();
+    assert!(without
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .is_err());
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_on_the_upstream_side() {
+    let certs = common::make_certs();
+    let backend = Backend::start(BackendOptions {
+        tls: Some((certs.server_cert.clone(), certs.server_key.clone())),
+        ..Default::default()
+    });
+    let tls_port = backend.tls_port.unwrap();
+    let upstream = format!(
+        "mongodb://localhost:{tls_port}/?tls=true&tlsCAFile={}",
+        certs.ca.display()
+    );
+    let proxy = common::proxy(&upstream).await;
+    let c = client(&proxy.connection_string()).await;
+    let coll = c.database("tls_upstream").collection::<Document>("c");
+    coll.insert_one(doc! {"over": "tls"}).await.unwrap();
+    assert_eq!(coll.count_documents(doc! {"over": "tls"}).await.unwrap(), 1);
+    proxy.shutdown().await;
+
+    // The wrong CA: the upstream handshake fails and the client is told so.
+    let upstream = format!(
+        "mongodb://localhost:{tls_port}/?tls=true&tlsCAFile={}",
+        certs.other_ca.display()
+    );
+    let proxy = common::proxy(&upstream).await;
+    let mut opts = ClientOptions::parse(proxy.connection_string())
+        .await
+        .unwrap();
+    opts.server_selection_timeout = Some(Duration::from_millis(1500));
+    let c = Client::with_options(opts).unwrap();
+    let err = c
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("TLS handshake with upstream"),
+        "{err}"
+    );
+    proxy.shutdown().await;
+}
+
+/// The backend answers hello as a replica-set member listing its own
+/// address. A driver given only wirelint's address, with default options,
+/// must never open a connection anywhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_set_upstream_keeps_drivers_on_wirelint() {
+    use mongodb::event::sdam::SdamEvent;
+    use mongodb::event::EventHandler;
+    let backend = Backend::start(BackendOptions {
+        repl_set: Some("rs0".into()),
+        ..Default::default()
+    });
+
+    async fn servers_seen(uri: &str) -> Vec<String> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut options = ClientOptions::parse(uri).await.unwrap();
+        options.server_selection_timeout = Some(Duration::from_secs(5));
+        let sink = seen.clone();
+        options.sdam_event_handler = Some(EventHandler::callback(move |ev: SdamEvent| {
+            if let SdamEvent::ServerOpening(e) = ev {
+                sink.lock().unwrap().push(e.address.to_string());
+            }
+        }));
+        let c = Client::with_options(options).unwrap();
+        let coll = c.database("rs_test").collection::<Document>("c");
+        coll.insert_one(doc! {"a": 1}).await.unwrap();
+        coll.find_one(doc! {}).await.unwrap();
+        // Give the monitors time to act on what hello said.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let mut v = seen.lock().unwrap().clone();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    let upstream = format!("mongodb://{}/?replicaSet=rs0", backend.addr());
+    let proxy = common::proxy(&upstream).await;
+    let proxy_addr = proxy.local_addr().to_string();
+    assert_eq!(
+        servers_seen(&proxy.connection_string()).await,
+        vec![proxy_addr.clone()]
+    );
+    let stats = proxy.shutdown().await;
+    assert!(stats.hello_rewrites > 0);
+
+    // Control: without the rewrite the same driver finds the member and
+    // connects to it directly — the check above can fail.
+    let mut settings = common::settings(&upstream);
+    settings.rewrite_topology = false;
+    let plain = common::proxy_with(settings).await;
+    let seen = servers_seen(&plain.connection_string()).await;
+    assert!(seen.contains(&backend.addr()), "{seen:?}");
+    plain.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_upstream_gives_the_client_an_error_fast() {
+    let dead = common::free_port();
+    let proxy = common::proxy(&format!("mongodb://127.0.0.1:{dead}/")).await;
+    let mut options = ClientOptions::parse(proxy.connection_string())
+        .await
+        .unwrap();
+    options.server_selection_timeout = Some(Duration::from_millis(1000));
+    let c = Client::with_options(options).unwrap();
+    let started = Instant::now();
+    let err = c
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("wirelint") && text.contains(&dead.to_string()),
+        "{text}"
+    );
+    let stats = proxy.shutdown().await;
+    assert!(stats.upstream_connect_failures >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_limit_refuses_extra_connections_with_a_log_line() {
+    use tokio::io::AsyncReadExt;
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.max_connections = 2;
+    let proxy = common::proxy_with(settings).await;
+    let _a = tokio::net::TcpStream::connect(proxy.local_addr())
+        .await
+        .unwrap();
+    let _b = tokio::net::TcpStream::connect(proxy.local_addr())
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.stats().connections_active
+            == 2)
+        .await
+    );
+    let mut c = tokio::net::TcpStream::connect(proxy.local_addr())
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .unwrap();
+    assert!(
+        matches!(n, Ok(0) | Err(_)),
+        "third connection should be closed"
+    );
+    assert_eq!(proxy.stats().connections_refused, 1);
+    assert!(!common::log_lines_with(&["connection limit reached", "max_connections=2"]).is_empty());
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_lets_in_flight_requests_finish_then_closes() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let addr = proxy.local_addr();
+    let c = client(&proxy.connection_string()).await;
+    let coll = c.database("shutdown_test").collection::<Document>("c");
+    coll.insert_one(doc! {"a": 1}).await.unwrap();
+    // A slow request in flight while shutdown starts.
+    let slow =
+        tokio::spawn(async move { coll.find_one(doc! {"$where": "sleep(300) || true"}).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    proxy.shutdown().await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Whatever FerretDB made of $where, the reply reached the client (an
+    // answer, not a network error from a cut connection).
+    let answer = slow.await.unwrap();
+    if let Err(e) = &answer {
+        assert!(!matches!(*e.kind, mongodb::error::ErrorKind::Io(_)), "{e}");
+    }
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting after shutdown"
+    );
+}
