@@ -8,7 +8,6 @@ use futures_util::TryStreamExt;
 use mongodb::bson::{doc, Document};
 use mongodb::options::ClientOptions;
 use mongodb::Client;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 async fn client(uri: &str) -> Client {
@@ -17,106 +16,12 @@ async fn client(uri: &str) -> Client {
     Client::with_options(options).unwrap()
 }
 
-/// Insert, find, update, delete, findAndModify, aggregate and count; the
-/// results as text, without anything that differs between two databases.
-async fn crud(client: &Client, db: &str) -> Vec<String> {
-    let coll = client.database(db).collection::<Document>("items");
-    let _ = coll.drop().await;
-    let mut out = Vec::new();
-    let docs: Vec<Document> = (0..20)
-        .map(|i| doc! {"_id": i, "group": i % 3, "name": format!("item{i}"), "tags": ["a"], "n": 0})
-        .collect();
-    let inserted = coll.insert_many(docs).await.unwrap();
-    out.push(format!("inserted {}", inserted.inserted_ids.len()));
-    out.push(format!(
-        "{:?}",
-        coll.find_one(doc! {"_id": 5}).await.unwrap()
-    ));
-    let r = coll
-        .update_one(
-            doc! {"_id": 5},
-            doc! {"$set": {"name": "five"}, "$inc": {"n": 1}},
-        )
-        .await
-        .unwrap();
-    out.push(format!(
-        "update_one {} {}",
-        r.matched_count, r.modified_count
-    ));
-    let r = coll
-        .update_many(doc! {"group": 1}, doc! {"$push": {"tags": "x"}})
-        .await
-        .unwrap();
-    out.push(format!(
-        "update_many {} {}",
-        r.matched_count, r.modified_count
-    ));
-    let r = coll
-        .update_one(doc! {"_id": 100}, doc! {"$set": {"name": "upserted"}})
-        .upsert(true)
-        .await
-        .unwrap();
-    out.push(format!("upsert {:?}", r.upserted_id));
-    out.push(format!(
-        "delete_one {}",
-        coll.delete_one(doc! {"_id": 7})
-            .await
-            .unwrap()
-            .deleted_count
-    ));
-    out.push(format!(
-        "delete_many {}",
-        coll.delete_many(doc! {"group": 2})
-            .await
-            .unwrap()
-            .deleted_count
-    ));
-    let found = coll
-        .find_one_and_update(doc! {"_id": 1}, doc! {"$inc": {"n": 10}})
-        .return_document(mongodb::options::ReturnDocument::After)
-        .await
-        .unwrap();
-    out.push(format!("find_one_and_update {found:?}"));
-    let removed = coll.find_one_and_delete(doc! {"_id": 3}).await.unwrap();
-    out.push(format!("find_one_and_delete {removed:?}"));
-    let all: Vec<Document> = coll
-        .find(doc! {})
-        .sort(doc! {"_id": 1})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    out.push(format!("find {all:?}"));
-    let groups: Vec<Document> = coll
-        .aggregate(vec![
-            doc! {"$match": {"n": {"$gte": 0}}},
-            doc! {"$group": {"_id": "$group", "count": {"$sum": 1}}},
-            doc! {"$sort": {"_id": 1}},
-        ])
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    out.push(format!("aggregate {groups:?}"));
-    out.push(format!(
-        "count {}",
-        coll.count_documents(doc! {"group": 1}).await.unwrap()
-    ));
-    out.push(format!(
-        "distinct {:?}",
-        coll.distinct("group", doc! {}).await.unwrap()
-    ));
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crud_through_wirelint_matches_direct() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
-    let direct = crud(&client(&backend.uri()).await, "crud_direct").await;
-    let through = crud(&client(&proxy.connection_string()).await, "crud_proxy").await;
+    let direct = common::crud(&client(&backend.uri()).await, "crud_direct").await;
+    let through = common::crud(&client(&proxy.connection_string()).await, "crud_proxy").await;
     assert_eq!(direct, through);
     assert!(direct.iter().any(|l| l.starts_with("find [")), "{direct:?}");
 
@@ -468,40 +373,16 @@ async fn tls_on_the_upstream_side() {
 /// must never open a connection anywhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_set_upstream_keeps_drivers_on_wirelint() {
-    use mongodb::event::sdam::SdamEvent;
-    use mongodb::event::EventHandler;
     let backend = Backend::start(BackendOptions {
         repl_set: Some("rs0".into()),
         ..Default::default()
     });
 
-    async fn servers_seen(uri: &str) -> Vec<String> {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut options = ClientOptions::parse(uri).await.unwrap();
-        options.server_selection_timeout = Some(Duration::from_secs(5));
-        let sink = seen.clone();
-        options.sdam_event_handler = Some(EventHandler::callback(move |ev: SdamEvent| {
-            if let SdamEvent::ServerOpening(e) = ev {
-                sink.lock().unwrap().push(e.address.to_string());
-            }
-        }));
-        let c = Client::with_options(options).unwrap();
-        let coll = c.database("rs_test").collection::<Document>("c");
-        coll.insert_one(doc! {"a": 1}).await.unwrap();
-        coll.find_one(doc! {}).await.unwrap();
-        // Give the monitors time to act on what hello said.
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        let mut v = seen.lock().unwrap().clone();
-        v.sort();
-        v.dedup();
-        v
-    }
-
     let upstream = format!("mongodb://{}/?replicaSet=rs0", backend.addr());
     let proxy = common::proxy(&upstream).await;
     let proxy_addr = proxy.local_addr().to_string();
     assert_eq!(
-        servers_seen(&proxy.connection_string()).await,
+        common::servers_seen(&proxy.connection_string()).await,
         vec![proxy_addr.clone()]
     );
     let stats = proxy.shutdown().await;
@@ -512,7 +393,7 @@ async fn replica_set_upstream_keeps_drivers_on_wirelint() {
     let mut settings = common::settings(&upstream);
     settings.rewrite_topology = false;
     let plain = common::proxy_with(settings).await;
-    let seen = servers_seen(&plain.connection_string()).await;
+    let seen = common::servers_seen(&plain.connection_string()).await;
     assert!(seen.contains(&backend.addr()), "{seen:?}");
     plain.shutdown().await;
 }

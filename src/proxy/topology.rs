@@ -239,4 +239,70 @@ mod tests {
         let reply = OpReply::parse(&bytes).unwrap();
         assert_eq!(reply.header.response_to, 78);
     }
+
+    /// Every top-level field of `before` except the topology ones is in
+    /// `after` with the same bytes, and the topology ones are gone.
+    fn assert_router_rewrite(before: &[u8], after: &[u8]) {
+        let before = RawDocument::from_bytes(before).unwrap();
+        let after = RawDocument::from_bytes(after).unwrap();
+        for field in before.iter() {
+            let (key, value) = field.unwrap();
+            if TOPOLOGY_FIELDS.contains(&key.as_str().as_bytes()) || key.as_str() == "msg" {
+                assert!(after.get(key).unwrap().is_none(), "{key} kept");
+            } else {
+                assert_eq!(after.get(key).unwrap(), Some(value), "{key} changed");
+            }
+        }
+        assert_eq!(after.get_str("msg").unwrap(), "isdbgrid");
+    }
+
+    #[test]
+    fn fixture_mongodb_replica_set_primary() {
+        let frame = include_bytes!("../../fixtures/wire/mongodb-rs-primary-hello.opmsg.bin");
+        let out = rewrite_hello_reply(frame).expect("a replica-set reply is rewritten");
+        let before = OpMsg::parse(frame).unwrap();
+        let after = OpMsg::parse(&out).unwrap();
+        assert_eq!(after.header.response_to, before.header.response_to);
+        assert_router_rewrite(before.body, after.body);
+        let body = RawDocument::from_bytes(after.body).unwrap();
+        for kept in [
+            "speculativeAuthenticate",
+            "compression",
+            "saslSupportedMechs",
+            "$clusterTime",
+            "logicalSessionTimeoutMinutes",
+        ] {
+            assert!(body.get(kept).unwrap().is_some(), "{kept} lost");
+        }
+    }
+
+    #[test]
+    fn fixture_mongos_and_standalone_are_left_alone() {
+        for frame in [
+            &include_bytes!("../../fixtures/wire/mongodb-mongos-hello.opmsg.bin")[..],
+            &include_bytes!("../../fixtures/wire/mongodb-standalone-hello.opmsg.bin")[..],
+        ] {
+            assert!(OpMsg::parse(frame).is_ok());
+            assert!(rewrite_hello_reply(frame).is_none());
+        }
+    }
+
+    #[test]
+    fn fixture_ferretdb_replica_set_replies_captured_live() {
+        let frame = include_bytes!("../../fixtures/wire/ferretdb-rs-hello.opmsg.bin");
+        let out = rewrite_hello_reply(frame).unwrap();
+        assert_router_rewrite(
+            OpMsg::parse(frame).unwrap().body,
+            OpMsg::parse(&out).unwrap().body,
+        );
+
+        let frame = include_bytes!("../../fixtures/wire/ferretdb-rs-ismaster.opreply.bin");
+        let out = rewrite_hello_reply(frame).unwrap();
+        let before = OpReply::parse(frame).unwrap();
+        let after = OpReply::parse(&out).unwrap();
+        assert_router_rewrite(
+            before.documents().next().unwrap(),
+            after.documents().next().unwrap(),
+        );
+    }
 }

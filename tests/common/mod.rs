@@ -301,3 +301,127 @@ pub fn make_certs() -> Certs {
         dir,
     }
 }
+
+/// Insert, find, update, delete, findAndModify, aggregate and count; the
+/// results as text, without anything that differs between two databases.
+pub async fn crud(client: &mongodb::Client, db: &str) -> Vec<String> {
+    use futures_util::TryStreamExt;
+    use mongodb::bson::{doc, Document};
+    let coll = client.database(db).collection::<Document>("items");
+    let _ = coll.drop().await;
+    let mut out = Vec::new();
+    let docs: Vec<Document> = (0..20)
+        .map(|i| doc! {"_id": i, "group": i % 3, "name": format!("item{i}"), "tags": ["a"], "n": 0})
+        .collect();
+    let inserted = coll.insert_many(docs).await.unwrap();
+    out.push(format!("inserted {}", inserted.inserted_ids.len()));
+    out.push(format!(
+        "{:?}",
+        coll.find_one(doc! {"_id": 5}).await.unwrap()
+    ));
+    let r = coll
+        .update_one(
+            doc! {"_id": 5},
+            doc! {"$set": {"name": "five"}, "$inc": {"n": 1}},
+        )
+        .await
+        .unwrap();
+    out.push(format!(
+        "update_one {} {}",
+        r.matched_count, r.modified_count
+    ));
+    let r = coll
+        .update_many(doc! {"group": 1}, doc! {"$push": {"tags": "x"}})
+        .await
+        .unwrap();
+    out.push(format!(
+        "update_many {} {}",
+        r.matched_count, r.modified_count
+    ));
+    let r = coll
+        .update_one(doc! {"_id": 100}, doc! {"$set": {"name": "upserted"}})
+        .upsert(true)
+        .await
+        .unwrap();
+    out.push(format!("upsert {:?}", r.upserted_id));
+    out.push(format!(
+        "delete_one {}",
+        coll.delete_one(doc! {"_id": 7})
+            .await
+            .unwrap()
+            .deleted_count
+    ));
+    out.push(format!(
+        "delete_many {}",
+        coll.delete_many(doc! {"group": 2})
+            .await
+            .unwrap()
+            .deleted_count
+    ));
+    let found = coll
+        .find_one_and_update(doc! {"_id": 1}, doc! {"$inc": {"n": 10}})
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .unwrap();
+    out.push(format!("find_one_and_update {found:?}"));
+    let removed = coll.find_one_and_delete(doc! {"_id": 3}).await.unwrap();
+    out.push(format!("find_one_and_delete {removed:?}"));
+    let all: Vec<Document> = coll
+        .find(doc! {})
+        .sort(doc! {"_id": 1})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    out.push(format!("find {all:?}"));
+    let groups: Vec<Document> = coll
+        .aggregate(vec![
+            doc! {"$match": {"n": {"$gte": 0}}},
+            doc! {"$group": {"_id": "$group", "count": {"$sum": 1}}},
+            doc! {"$sort": {"_id": 1}},
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    out.push(format!("aggregate {groups:?}"));
+    out.push(format!(
+        "count {}",
+        coll.count_documents(doc! {"group": 1}).await.unwrap()
+    ));
+    out.push(format!(
+        "distinct {:?}",
+        coll.distinct("group", doc! {}).await.unwrap()
+    ));
+    out
+}
+
+/// Runs a write and a read with a driver given `uri` (default options) and
+/// returns every server address the driver opened a connection to.
+pub async fn servers_seen(uri: &str) -> Vec<String> {
+    use mongodb::bson::{doc, Document};
+    use mongodb::event::sdam::SdamEvent;
+    use mongodb::event::EventHandler;
+    use std::sync::Arc;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut options = mongodb::options::ClientOptions::parse(uri).await.unwrap();
+    options.server_selection_timeout = Some(Duration::from_secs(5));
+    let sink = seen.clone();
+    options.sdam_event_handler = Some(EventHandler::callback(move |ev: SdamEvent| {
+        if let SdamEvent::ServerOpening(e) = ev {
+            sink.lock().unwrap().push(e.address.to_string());
+        }
+    }));
+    let c = mongodb::Client::with_options(options).unwrap();
+    let coll = c.database("rs_test").collection::<Document>("c");
+    coll.insert_one(doc! {"a": 1}).await.unwrap();
+    coll.find_one(doc! {}).await.unwrap();
+    // Give the monitors time to act on what hello said.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut v = seen.lock().unwrap().clone();
+    v.sort();
+    v.dedup();
+    v
+}

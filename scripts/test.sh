@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test. Installs what the tests need first (each step is skipped
+# when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo (PyPI),
+# the Node driver and mongosh (npm, into tests/drivers/node).
+#
+#   scripts/test.sh [cargo test args…]
+#
+# testcontainers tests (real MongoDB in Docker) run only where `docker info`
+# answers; elsewhere they stay "ignored" and this script says why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { echo "== $*" >&2; }
+
+step "FerretDB"
+scripts/ferretdb.sh install >/dev/null
+
+step "pymongo"
+if ! python3 -c 'import pymongo' 2>/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet -r tests/drivers/python/requirements.txt
+fi
+
+step "Node driver and mongosh"
+if [ ! -x tests/drivers/node/node_modules/.bin/mongosh ] ||
+   [ tests/drivers/node/package-lock.json -nt tests/drivers/node/node_modules/.package-lock.json ]; then
+  (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --locked --all-targets --quiet -- -D warnings
+
+step "cargo test"
+cargo test --locked "$@"
+
+step "testcontainers"
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+  cargo test --locked --test testcontainers -- --ignored
+else
+  echo "testcontainers: SKIPPED, not passed: no Docker engine answers 'docker info' on this machine." >&2
+  echo "                (tests/testcontainers.rs stays 'ignored'; it runs where Docker is available)" >&2
+fi
