@@ -484,3 +484,75 @@ async fn graceful_shutdown_lets_in_flight_requests_finish_then_closes() {
         "still accepting after shutdown"
     );
 }
+
+/// A backend that accepts connections and never answers: the upstream
+/// timeout closes the client's connection with a log line saying why,
+/// instead of leaving it hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_timeout_fires_when_the_backend_stops_answering() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let mut settings = common::settings(&format!("mongodb://{silent_addr}/"));
+    settings.upstream_timeout = Some(Duration::from_millis(300));
+    let proxy = common::proxy_with(settings).await;
+    let mut s = tokio::net::TcpStream::connect(proxy.local_addr())
+        .await
+        .unwrap();
+    let port = s.local_addr().unwrap().port();
+    let ping = wirelint::wire::op_msg::encode(
+        1,
+        0,
+        0,
+        mongodb::bson::rawdoc! {"ping": 1, "$db": "admin"}.as_bytes(),
+        &[],
+    );
+    s.write_all(&ping).await.unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    assert!(ended.is_ok(), "connection left hanging");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    let peer = format!("peer=127.0.0.1:{port}");
+    assert!(
+        common::eventually(Duration::from_secs(2), || !common::log_lines_with(&[
+            &peer,
+            "upstream timeout"
+        ])
+        .is_empty())
+        .await
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_timeout_closes_silent_connections() {
+    use tokio::io::AsyncReadExt;
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.idle_timeout = Some(Duration::from_millis(300));
+    let proxy = common::proxy_with(settings).await;
+    let mut s = tokio::net::TcpStream::connect(proxy.local_addr())
+        .await
+        .unwrap();
+    let port = s.local_addr().unwrap().port();
+    let mut buf = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    assert!(ended.is_ok(), "idle connection not closed");
+    let peer = format!("peer=127.0.0.1:{port}");
+    assert!(
+        common::eventually(Duration::from_secs(2), || !common::log_lines_with(&[
+            &peer,
+            "idle timeout"
+        ])
+        .is_empty())
+        .await
+    );
+    proxy.shutdown().await;
+}
