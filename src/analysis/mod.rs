@@ -11,6 +11,9 @@
 //! OP_MSG checksums) and counts it by opcode, command name and compressor.
 //! Sensitive commands are counted by name and never looked into.
 
+pub mod command;
+pub mod shape;
+
 use crate::config::AnalysisSettings;
 use crate::stats::{AnalysisCounters, Direction, Stats};
 use crate::wire::{self, Message};

@@ -42,6 +42,11 @@ impl<'a> DocSequence<'a> {
         std::str::from_utf8(self.identifier).unwrap_or("")
     }
 
+    /// The documents' bytes, back to back.
+    pub fn raw_documents(&self) -> &'a [u8] {
+        self.documents
+    }
+
     /// The documents of the sequence; each is length-checked.
     pub fn documents(&self) -> impl Iterator<Item = Result<&'a [u8], WireError>> + 'a {
         let bytes = self.documents;

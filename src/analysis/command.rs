@@ -1,0 +1,519 @@
+//! The command model: a typed, borrowed view of one request and its reply.
+//!
+//! Nothing is decoded up front. A [`Command`] keeps the body as a
+//! `&RawDocument` plus the kind-1 document sequences, and its accessors read
+//! the fields a rule or a shape needs, when it needs them (bson's raw API).
+//! Sensitive commands (authentication, user management) are recognised by
+//! name and never looked into.
+
+use crate::wire::{Message, OpMsg};
+use bson::{RawArray, RawBsonRef, RawDocument};
+
+/// What a command does, as far as analysis cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Find,
+    Aggregate,
+    Count,
+    Distinct,
+    Insert,
+    Update,
+    Delete,
+    FindAndModify,
+    GetMore,
+    KillCursors,
+    BulkWrite,
+    Explain,
+    Create,
+    Drop,
+    CreateIndexes,
+    ListIndexes,
+    ShardCollection,
+    CustomAction,
+    Hello,
+    /// Authentication and user management: counted by name, never read.
+    Sensitive,
+    /// Anything else: passed through and counted by name.
+    Other,
+}
+
+impl Kind {
+    pub fn of(name: &str) -> Kind {
+        if super::is_sensitive(name) {
+            return Kind::Sensitive;
+        }
+        match name {
+            "find" => Kind::Find,
+            "aggregate" => Kind::Aggregate,
+            "count" => Kind::Count,
+            "distinct" => Kind::Distinct,
+            "insert" => Kind::Insert,
+            "update" => Kind::Update,
+            "delete" => Kind::Delete,
+            "findAndModify" | "findandmodify" => Kind::FindAndModify,
+            "getMore" => Kind::GetMore,
+            "killCursors" => Kind::KillCursors,
+            "bulkWrite" => Kind::BulkWrite,
+            "explain" => Kind::Explain,
+            "create" => Kind::Create,
+            "drop" => Kind::Drop,
+            "createIndexes" => Kind::CreateIndexes,
+            "listIndexes" => Kind::ListIndexes,
+            "shardCollection" | "shardcollection" => Kind::ShardCollection,
+            "customAction" => Kind::CustomAction,
+            "hello" | "isMaster" | "ismaster" => Kind::Hello,
+            _ => Kind::Other,
+        }
+    }
+
+    /// Reads (and read-like commands whose filter selects documents).
+    pub fn is_read(self) -> bool {
+        matches!(
+            self,
+            Kind::Find | Kind::Aggregate | Kind::Count | Kind::Distinct
+        )
+    }
+
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            Kind::Insert | Kind::Update | Kind::Delete | Kind::FindAndModify | Kind::BulkWrite
+        )
+    }
+
+    /// Whether the command is about the data an application models (as
+    /// opposed to handshakes, sessions, admin and cursors housekeeping).
+    pub fn is_data(self) -> bool {
+        self.is_read() || self.is_write()
+    }
+}
+
+/// A request decoded just enough to know what it is.
+#[derive(Clone, Debug)]
+pub struct Command<'a> {
+    pub name: &'a str,
+    pub kind: Kind,
+    /// The database (`$db`, or the prefix of an OP_QUERY's collection name).
+    pub db: &'a str,
+    /// The whole command document.
+    pub body: &'a RawDocument,
+    /// Kind-1 sections: (identifier, concatenated documents).
+    sequences: Vec<(&'a str, &'a [u8])>,
+}
+
+/// A write inside an `update` command (one element of `updates`).
+#[derive(Clone, Copy, Debug)]
+pub struct UpdateSpec<'a> {
+    pub filter: Option<&'a RawDocument>,
+    /// An operator document (`{$set: …}`) or a replacement document.
+    pub update: Option<&'a RawDocument>,
+    /// A pipeline update.
+    pub pipeline: Option<&'a RawArray>,
+    pub upsert: bool,
+    pub multi: bool,
+    pub array_filters: Option<&'a RawArray>,
+}
+
+impl UpdateSpec<'_> {
+    /// An update document whose keys are operators (`$set`, `$push`, …),
+    /// as opposed to a whole replacement document.
+    pub fn is_operator_update(&self) -> bool {
+        self.update
+            .and_then(|u| u.iter().next())
+            .and_then(|e| e.ok())
+            .is_some_and(|(k, _)| k.as_str().starts_with('$'))
+    }
+}
+
+impl<'a> Command<'a> {
+    /// The command of a request message (OP_MSG body, or OP_QUERY on
+    /// `db.$cmd`). `None` for replies and legacy CRUD opcodes.
+    pub fn parse(message: &Message<'a>) -> Option<Command<'a>> {
+        let (doc, db, sequences) = match message {
+            Message::Msg(msg) => {
+                let body = RawDocument::from_bytes(msg.body).ok()?;
+                let db = body.get_str("$db").unwrap_or("");
+                (body, db, sequences_of(msg))
+            }
+            Message::Query(q) if q.is_command() => {
+                let body = RawDocument::from_bytes(q.command()).ok()?;
+                let name = std::str::from_utf8(q.full_collection_name).ok()?;
+                (body, name.strip_suffix(".$cmd").unwrap_or(name), Vec::new())
+            }
+            _ => return None,
+        };
+        let (name, _) = doc.iter().next()?.ok()?;
+        let name = name.as_str();
+        Some(Command {
+            name,
+            kind: Kind::of(name),
+            db,
+            body: doc,
+            sequences,
+        })
+    }
+
+    /// The collection the command is on (the string value of its first key),
+    /// or for getMore the `collection` field.
+    pub fn collection(&self) -> Option<&'a str> {
+        if self.kind == Kind::Sensitive {
+            return None;
+        }
+        match self.kind {
+            Kind::GetMore => self.body.get_str("collection").ok(),
+            Kind::ShardCollection => {
+                let full = self.body.get_str(self.name).ok()?;
+                full.split_once('.').map(|(_, c)| c)
+            }
+            Kind::CustomAction => self.body.get_str("collection").ok(),
+            Kind::Explain => None,
+            _ => self.body.get_str(self.name).ok(),
+        }
+    }
+
+    /// `db.collection`, when the command names a collection.
+    pub fn namespace(&self) -> Option<String> {
+        if self.kind == Kind::ShardCollection {
+            return self.body.get_str(self.name).ok().map(str::to_string);
+        }
+        self.collection().map(|c| format!("{}.{}", self.db, c))
+    }
+
+    fn doc(&self, key: &str) -> Option<&'a RawDocument> {
+        if self.kind == Kind::Sensitive {
+            return None;
+        }
+        self.body.get_document(key).ok()
+    }
+
+    /// The query filter of find, count, distinct, findAndModify (`query`).
+    pub fn filter(&self) -> Option<&'a RawDocument> {
+        match self.kind {
+            Kind::Find => self.doc("filter"),
+            Kind::Count | Kind::Distinct | Kind::FindAndModify => self.doc("query"),
+            _ => None,
+        }
+    }
+
+    pub fn projection(&self) -> Option<&'a RawDocument> {
+        match self.kind {
+            Kind::Find => self.doc("projection"),
+            Kind::FindAndModify => self.doc("fields"),
+            _ => None,
+        }
+    }
+
+    pub fn sort(&self) -> Option<&'a RawDocument> {
+        match self.kind {
+            Kind::Find | Kind::FindAndModify => self.doc("sort"),
+            _ => None,
+        }
+    }
+
+    pub fn hint(&self) -> Option<RawBsonRef<'a>> {
+        if self.kind == Kind::Sensitive {
+            return None;
+        }
+        self.body.get("hint").ok().flatten()
+    }
+
+    pub fn limit(&self) -> Option<i64> {
+        let v = self.body.get("limit").ok().flatten()?;
+        number(v)
+    }
+
+    /// The `comment` field, when it is a string: the access-pattern name.
+    pub fn comment(&self) -> Option<&'a str> {
+        if self.kind == Kind::Sensitive {
+            return None;
+        }
+        self.body.get_str("comment").ok()
+    }
+
+    /// The logical session id's UUID bytes, when the command has one.
+    pub fn lsid(&self) -> Option<&'a [u8]> {
+        let lsid = self.doc("lsid")?;
+        match lsid.get("id").ok().flatten()? {
+            RawBsonRef::Binary(b) => Some(b.bytes),
+            _ => None,
+        }
+    }
+
+    /// The stages of an aggregate.
+    pub fn pipeline(&self) -> Option<&'a RawArray> {
+        match self.kind {
+            Kind::Aggregate => self.body.get_array("pipeline").ok(),
+            _ => None,
+        }
+    }
+
+    /// The documents of an insert: the body's `documents` array or the
+    /// kind-1 sequence of that name.
+    pub fn documents(&self) -> Vec<&'a RawDocument> {
+        if self.kind != Kind::Insert {
+            return Vec::new();
+        }
+        self.array_or_sequence("documents")
+    }
+
+    /// The statements of an update.
+    pub fn updates(&self) -> Vec<UpdateSpec<'a>> {
+        match self.kind {
+            Kind::Update => self
+                .array_or_sequence("updates")
+                .into_iter()
+                .map(update_spec)
+                .collect(),
+            Kind::FindAndModify => {
+                if self.body.get_bool("remove").unwrap_or(false) {
+                    return Vec::new();
+                }
+                let (update, pipeline) = match self.body.get("update").ok().flatten() {
+                    Some(RawBsonRef::Document(d)) => (Some(d), None),
+                    Some(RawBsonRef::Array(a)) => (None, Some(a)),
+                    _ => (None, None),
+                };
+                vec![UpdateSpec {
+                    filter: self.doc("query"),
+                    update,
+                    pipeline,
+                    upsert: self.body.get_bool("upsert").unwrap_or(false),
+                    multi: false,
+                    array_filters: self.body.get_array("arrayFilters").ok(),
+                }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The filters of a delete (`q` of each statement).
+    pub fn deletes(&self) -> Vec<(&'a RawDocument, bool)> {
+        if self.kind != Kind::Delete {
+            return Vec::new();
+        }
+        self.array_or_sequence("deletes")
+            .into_iter()
+            .filter_map(|d| {
+                let q = d.get_document("q").ok()?;
+                let limit = d.get("limit").ok().flatten().and_then(number).unwrap_or(0);
+                Some((q, limit == 0))
+            })
+            .collect()
+    }
+
+    /// The cursor id of a getMore.
+    pub fn cursor_id(&self) -> Option<i64> {
+        match self.kind {
+            Kind::GetMore => number(self.body.get(self.name).ok().flatten()?),
+            _ => None,
+        }
+    }
+
+    /// The cursor ids a killCursors closes.
+    pub fn killed_cursors(&self) -> Vec<i64> {
+        if self.kind != Kind::KillCursors {
+            return Vec::new();
+        }
+        self.body
+            .get_array("cursors")
+            .map(|a| a.into_iter().flatten().filter_map(number).collect())
+            .unwrap_or_default()
+    }
+
+    /// The command inside an `explain`.
+    pub fn explained(&self) -> Option<&'a RawDocument> {
+        match self.kind {
+            Kind::Explain => self.doc(self.name),
+            _ => None,
+        }
+    }
+
+    /// The shard key of shardCollection (`key`) or of a Cosmos DB
+    /// `customAction: "CreateCollection" | "UpdateCollection"` (`shardKey`,
+    /// a single path), as a list of paths.
+    pub fn shard_key(&self) -> Option<Vec<String>> {
+        match self.kind {
+            Kind::ShardCollection => Some(
+                self.doc("key")?
+                    .iter()
+                    .flatten()
+                    .map(|(k, _)| k.as_str().to_string())
+                    .collect(),
+            ),
+            Kind::CustomAction => {
+                let action = self.body.get_str(self.name).ok()?;
+                if action != "CreateCollection" && action != "UpdateCollection" {
+                    return None;
+                }
+                Some(vec![self.body.get_str("shardKey").ok()?.to_string()])
+            }
+            _ => None,
+        }
+    }
+
+    /// bulkWrite (MongoDB 8.0): the namespaces of `nsInfo`, by index, and
+    /// the operations (each names its namespace by index).
+    pub fn bulk_write(&self) -> Option<(Vec<&'a str>, Vec<&'a RawDocument>)> {
+        if self.kind != Kind::BulkWrite {
+            return None;
+        }
+        let ns: Vec<&str> = self
+            .array_or_sequence("nsInfo")
+            .into_iter()
+            .filter_map(|d| d.get_str("ns").ok())
+            .collect();
+        Some((ns, self.array_or_sequence("ops")))
+    }
+
+    fn array_or_sequence(&self, key: &str) -> Vec<&'a RawDocument> {
+        if self.kind == Kind::Sensitive {
+            return Vec::new();
+        }
+        let mut out: Vec<&'a RawDocument> = match self.body.get_array(key) {
+            Ok(array) => array
+                .into_iter()
+                .flatten()
+                .filter_map(RawBsonRef::as_document)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for (identifier, bytes) in &self.sequences {
+            if *identifier == key {
+                let mut pos = 0;
+                while pos < bytes.len() {
+                    let Ok(doc) = crate::wire::read_doc(bytes, pos) else {
+                        break;
+                    };
+                    pos += doc.len();
+                    if let Ok(d) = RawDocument::from_bytes(doc) {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn sequences_of<'a>(msg: &OpMsg<'a>) -> Vec<(&'a str, &'a [u8])> {
+    msg.sequences()
+        .map(|s| (s.identifier_str(), s.raw_documents()))
+        .collect()
+}
+
+fn update_spec(d: &RawDocument) -> UpdateSpec<'_> {
+    let (update, pipeline) = match d.get("u").ok().flatten() {
+        Some(RawBsonRef::Document(u)) => (Some(u), None),
+        Some(RawBsonRef::Array(a)) => (None, Some(a)),
+        _ => (None, None),
+    };
+    UpdateSpec {
+        filter: d.get_document("q").ok(),
+        update,
+        pipeline,
+        upsert: d.get_bool("upsert").unwrap_or(false),
+        multi: d.get_bool("multi").unwrap_or(false),
+        array_filters: d.get_array("arrayFilters").ok(),
+    }
+}
+
+/// Any BSON number as i64.
+pub fn number(v: RawBsonRef<'_>) -> Option<i64> {
+    match v {
+        RawBsonRef::Int32(i) => Some(i as i64),
+        RawBsonRef::Int64(i) => Some(i),
+        RawBsonRef::Double(d) if d.is_finite() => Some(d as i64),
+        _ => None,
+    }
+}
+
+/// What a reply says, read lazily.
+#[derive(Clone, Debug)]
+pub struct Reply<'a> {
+    pub body: &'a RawDocument,
+}
+
+/// A cursor batch in a reply (`cursor.firstBatch` / `cursor.nextBatch`).
+#[derive(Clone, Debug)]
+pub struct CursorBatch<'a> {
+    pub id: i64,
+    pub ns: Option<&'a str>,
+    pub documents: Vec<&'a RawDocument>,
+}
+
+impl<'a> Reply<'a> {
+    /// The first document of a reply message (OP_MSG body or OP_REPLY's
+    /// first document).
+    pub fn parse(message: &Message<'a>) -> Option<Reply<'a>> {
+        let bytes = match message {
+            Message::Msg(m) => m.body,
+            Message::Reply(r) => r.documents().next()?,
+            _ => return None,
+        };
+        Some(Reply {
+            body: RawDocument::from_bytes(bytes).ok()?,
+        })
+    }
+
+    pub fn ok(&self) -> bool {
+        match self.body.get("ok").ok().flatten() {
+            Some(v) => number(v).map(|n| n != 0).unwrap_or(false) || v.as_bool() == Some(true),
+            None => false,
+        }
+    }
+
+    /// The error code of a failed command.
+    pub fn code(&self) -> Option<i32> {
+        self.body.get_i32("code").ok()
+    }
+
+    /// Codes of per-statement write errors.
+    pub fn write_error_codes(&self) -> Vec<i32> {
+        self.body
+            .get_array("writeErrors")
+            .map(|a| {
+                a.into_iter()
+                    .flatten()
+                    .filter_map(RawBsonRef::as_document)
+                    .filter_map(|d| d.get_i32("code").ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn cursor(&self) -> Option<CursorBatch<'a>> {
+        let cursor = self.body.get_document("cursor").ok()?;
+        let id = cursor
+            .get("id")
+            .ok()
+            .flatten()
+            .and_then(number)
+            .unwrap_or(0);
+        let batch = cursor
+            .get_array("firstBatch")
+            .or_else(|_| cursor.get_array("nextBatch"))
+            .ok();
+        Some(CursorBatch {
+            id,
+            ns: cursor.get_str("ns").ok(),
+            documents: batch
+                .map(|a| {
+                    a.into_iter()
+                        .flatten()
+                        .filter_map(RawBsonRef::as_document)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// findAndModify's `value`.
+    pub fn value(&self) -> Option<&'a RawDocument> {
+        self.body.get_document("value").ok()
+    }
+
+    /// `n` of count and of write replies.
+    pub fn n(&self) -> Option<i64> {
+        self.body.get("n").ok().flatten().and_then(number)
+    }
+}

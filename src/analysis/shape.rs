@@ -1,0 +1,701 @@
+//! Query shapes: an operation with every literal value replaced by its type.
+//!
+//! `{userId: "u1", n: {$gt: 5}}` becomes `{userId: ?string, n: {$gt: ?int}}`;
+//! `$in` lists of any length collapse to the set of their element types, so
+//! `{_id: {$in: [1, 2, 3]}}` and `{_id: {$in: [7]}}` share one shape. Keys
+//! keep the order the application sent (MongoDB evaluates them in that
+//! order too). What stays literal is what the application's code wrote, not
+//! its data: field names, operators, sort directions, projection flags and
+//! `$slice` counts, `$exists` flags, `$type` names, field paths (`"$userId"`)
+//! and `$lookup`'s collection and field names. Shapes are what every output
+//! shows, so they are the privacy boundary: no user value passes them.
+
+use super::command::{Command, Kind};
+use bson::{RawArray, RawBsonRef, RawDocument};
+use std::fmt::Write;
+
+/// A normalized operation and its stable id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub text: String,
+    pub hash: u64,
+}
+
+impl Shape {
+    pub fn new(text: String) -> Shape {
+        Shape {
+            hash: fnv1a(text.as_bytes()),
+            text,
+        }
+    }
+
+    /// The id shown to users: 16 hex digits, stable across runs and hosts.
+    pub fn id(&self) -> String {
+        format!("{:016x}", self.hash)
+    }
+}
+
+/// FNV-1a, 64-bit: tiny, fast on short strings, and the same everywhere.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// How deep nested documents are followed before `…` is written.
+const MAX_DEPTH: usize = 12;
+/// Elements of a literal array or pipeline shown before `…`.
+const MAX_ITEMS: usize = 16;
+
+/// The shape of an operation: command, namespace and its normalized parts.
+pub fn of_command(cmd: &Command<'_>) -> Shape {
+    let mut s = String::with_capacity(96);
+    s.push_str(cmd.name);
+    if let Some(ns) = cmd.namespace() {
+        s.push(' ');
+        s.push_str(&ns);
+    }
+    match cmd.kind {
+        Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => {
+            if cmd.kind == Kind::Distinct {
+                if let Ok(key) = cmd.body.get_str("key") {
+                    let _ = write!(s, " key {key}");
+                }
+            }
+            s.push(' ');
+            match cmd.filter() {
+                Some(f) => filter(f, &mut s, 0),
+                None => s.push_str("{}"),
+            }
+            if let Some(p) = cmd.projection() {
+                s.push_str(" project ");
+                projection(p, &mut s, 0);
+            }
+            if let Some(o) = cmd.sort() {
+                s.push_str(" sort ");
+                literal_doc(o, &mut s, 0);
+            }
+            if cmd.limit().is_some() {
+                s.push_str(" limit");
+            }
+            if cmd.body.get("skip").ok().flatten().is_some() {
+                s.push_str(" skip");
+            }
+            if cmd.kind == Kind::FindAndModify {
+                if cmd.body.get_bool("remove").unwrap_or(false) {
+                    s.push_str(" remove");
+                }
+                for u in cmd.updates() {
+                    s.push_str(" update ");
+                    update(u.update, u.pipeline, &mut s);
+                    if u.upsert {
+                        s.push_str(" upsert");
+                    }
+                }
+            }
+        }
+        Kind::Aggregate => {
+            s.push(' ');
+            match cmd.pipeline() {
+                Some(p) => pipeline(p, &mut s, 0),
+                None => s.push_str("[]"),
+            }
+        }
+        Kind::Update => {
+            let updates = cmd.updates();
+            if let Some(u) = updates.first() {
+                s.push(' ');
+                match u.filter {
+                    Some(f) => filter(f, &mut s, 0),
+                    None => s.push_str("{}"),
+                }
+                s.push(' ');
+                update(u.update, u.pipeline, &mut s);
+                if u.array_filters.is_some() {
+                    s.push_str(" arrayFilters");
+                }
+                if u.upsert {
+                    s.push_str(" upsert");
+                }
+                if u.multi {
+                    s.push_str(" multi");
+                }
+            }
+        }
+        Kind::Delete => {
+            if let Some((q, many)) = cmd.deletes().first() {
+                s.push(' ');
+                filter(q, &mut s, 0);
+                if *many {
+                    s.push_str(" multi");
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(h) = cmd.hint() {
+        s.push_str(" hint ");
+        match h {
+            RawBsonRef::String(name) => {
+                let _ = write!(s, "{name:?}");
+            }
+            RawBsonRef::Document(d) => literal_doc(d, &mut s, 0),
+            other => s.push_str(type_name(other)),
+        }
+    }
+    Shape::new(s)
+}
+
+/// A BSON value's type, as shapes write it.
+pub fn type_name(v: RawBsonRef<'_>) -> &'static str {
+    match v {
+        RawBsonRef::Double(_) => "?double",
+        RawBsonRef::String(_) => "?string",
+        RawBsonRef::Document(_) => "?object",
+        RawBsonRef::Array(_) => "?array",
+        RawBsonRef::Binary(b) if b.subtype == bson::spec::BinarySubtype::Uuid => "?uuid",
+        RawBsonRef::Binary(_) => "?binData",
+        RawBsonRef::Undefined => "?undefined",
+        RawBsonRef::ObjectId(_) => "?objectId",
+        RawBsonRef::Boolean(_) => "?bool",
+        RawBsonRef::DateTime(_) => "?date",
+        RawBsonRef::Null => "?null",
+        RawBsonRef::RegularExpression(_) => "?regex",
+        RawBsonRef::DbPointer(_) => "?dbPointer",
+        RawBsonRef::JavaScriptCode(_) | RawBsonRef::JavaScriptCodeWithScope(_) => "?javascript",
+        RawBsonRef::Symbol(_) => "?symbol",
+        RawBsonRef::Int32(_) => "?int",
+        RawBsonRef::Timestamp(_) => "?timestamp",
+        RawBsonRef::Int64(_) => "?long",
+        RawBsonRef::Decimal128(_) => "?decimal",
+        RawBsonRef::MaxKey => "?maxKey",
+        RawBsonRef::MinKey => "?minKey",
+    }
+}
+
+fn is_operator_doc(d: &RawDocument) -> bool {
+    matches!(d.iter().next(), Some(Ok((k, _))) if k.as_str().starts_with('$'))
+}
+
+fn key(s: &mut String, k: &str) {
+    let plain = !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '.'));
+    if plain {
+        s.push_str(k);
+    } else {
+        let _ = write!(s, "{k:?}");
+    }
+}
+
+/// A query filter: field → value (typed) or operator document.
+pub fn filter(d: &RawDocument, s: &mut String, depth: usize) {
+    if depth > MAX_DEPTH {
+        s.push('…');
+        return;
+    }
+    s.push('{');
+    for (i, element) in d.iter().enumerate() {
+        let Ok((k, v)) = element else {
+            s.push('…');
+            break;
+        };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let k = k.as_str();
+        key(s, k);
+        s.push_str(": ");
+        match (k, v) {
+            ("$and" | "$or" | "$nor", RawBsonRef::Array(a)) => {
+                s.push('[');
+                for (j, item) in a.into_iter().enumerate() {
+                    if j > 0 {
+                        s.push_str(", ");
+                    }
+                    if j >= MAX_ITEMS {
+                        s.push('…');
+                        break;
+                    }
+                    match item {
+                        Ok(RawBsonRef::Document(sub)) => filter(sub, s, depth + 1),
+                        Ok(other) => s.push_str(type_name(other)),
+                        Err(_) => s.push('…'),
+                    }
+                }
+                s.push(']');
+            }
+            ("$expr", v) => expression(v, s, depth + 1),
+            ("$where", _) => s.push_str("?javascript"),
+            (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
+            (_, v) => s.push_str(type_name(v)),
+        }
+    }
+    s.push('}');
+}
+
+/// `{$gt: 5, $lt: 9}`, `{$in: [...]}`, `{$elemMatch: {...}}`, ...
+fn operators(d: &RawDocument, s: &mut String, depth: usize) {
+    s.push('{');
+    for (i, element) in d.iter().enumerate() {
+        let Ok((k, v)) = element else {
+            s.push('…');
+            break;
+        };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let k = k.as_str();
+        key(s, k);
+        s.push_str(": ");
+        match (k, v) {
+            ("$in" | "$nin" | "$all", RawBsonRef::Array(a)) => collapsed(a, s),
+            ("$elemMatch", RawBsonRef::Document(sub)) => {
+                if is_operator_doc(sub) {
+                    operators(sub, s, depth + 1)
+                } else {
+                    filter(sub, s, depth + 1)
+                }
+            }
+            ("$not", RawBsonRef::Document(sub)) => operators(sub, s, depth + 1),
+            ("$exists", RawBsonRef::Boolean(b)) => {
+                let _ = write!(s, "{b}");
+            }
+            ("$exists", v) => s.push_str(type_name(v)),
+            ("$type", RawBsonRef::String(t)) => {
+                let _ = write!(s, "{t:?}");
+            }
+            ("$type", RawBsonRef::Int32(t)) => {
+                let _ = write!(s, "{t}");
+            }
+            ("$options", _) => s.push_str("?string"),
+            (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
+            (_, v) => s.push_str(type_name(v)),
+        }
+    }
+    s.push('}');
+}
+
+/// An array literal written as the sorted set of its element types.
+fn collapsed(a: &RawArray, s: &mut String) {
+    let mut types: Vec<&str> = a.into_iter().flatten().map(type_name).collect();
+    types.sort_unstable();
+    types.dedup();
+    s.push('[');
+    s.push_str(&types.join(", "));
+    s.push(']');
+}
+
+/// Sort and index specs, and `$lookup`'s names: the application's own
+/// constants, kept as written (strings quoted, numbers as numbers).
+fn literal_doc(d: &RawDocument, s: &mut String, depth: usize) {
+    if depth > MAX_DEPTH {
+        s.push('…');
+        return;
+    }
+    s.push('{');
+    for (i, element) in d.iter().enumerate() {
+        let Ok((k, v)) = element else { break };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        key(s, k.as_str());
+        s.push_str(": ");
+        match v {
+            RawBsonRef::Int32(n) => {
+                let _ = write!(s, "{n}");
+            }
+            RawBsonRef::Int64(n) => {
+                let _ = write!(s, "{n}");
+            }
+            RawBsonRef::Double(n) => {
+                let _ = write!(s, "{n}");
+            }
+            RawBsonRef::Boolean(b) => {
+                let _ = write!(s, "{b}");
+            }
+            RawBsonRef::String(t) => {
+                let _ = write!(s, "{t:?}");
+            }
+            RawBsonRef::Document(sub) => literal_doc(sub, s, depth + 1),
+            other => s.push_str(type_name(other)),
+        }
+    }
+    s.push('}');
+}
+
+/// A projection: inclusion flags and `$slice` counts kept, `$elemMatch`
+/// as a filter, expressions typed.
+fn projection(d: &RawDocument, s: &mut String, depth: usize) {
+    s.push('{');
+    for (i, element) in d.iter().enumerate() {
+        let Ok((k, v)) = element else { break };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        key(s, k.as_str());
+        s.push_str(": ");
+        match v {
+            RawBsonRef::Int32(_)
+            | RawBsonRef::Int64(_)
+            | RawBsonRef::Double(_)
+            | RawBsonRef::Boolean(_) => {
+                let on = super::command::number(v)
+                    .map(|n| n != 0)
+                    .unwrap_or(v.as_bool() == Some(true));
+                s.push_str(if on { "1" } else { "0" });
+            }
+            RawBsonRef::Document(sub) => match sub.iter().next() {
+                Some(Ok((op, _))) if op.as_str() == "$slice" || op.as_str() == "$meta" => {
+                    literal_doc(sub, s, depth + 1)
+                }
+                Some(Ok((op, RawBsonRef::Document(m)))) if op.as_str() == "$elemMatch" => {
+                    s.push_str("{$elemMatch: ");
+                    filter(m, s, depth + 1);
+                    s.push('}');
+                }
+                _ => expression(v, s, depth + 1),
+            },
+            other => expression(other, s, depth + 1),
+        }
+    }
+    s.push('}');
+}
+
+/// An aggregation expression: field paths and operator names kept,
+/// literals typed.
+fn expression(v: RawBsonRef<'_>, s: &mut String, depth: usize) {
+    if depth > MAX_DEPTH {
+        s.push('…');
+        return;
+    }
+    match v {
+        RawBsonRef::String(t) if t.starts_with('$') => {
+            let _ = write!(s, "{t:?}");
+        }
+        RawBsonRef::Document(d) => {
+            s.push('{');
+            for (i, element) in d.iter().enumerate() {
+                let Ok((k, v)) = element else { break };
+                if i > 0 {
+                    s.push_str(", ");
+                }
+                key(s, k.as_str());
+                s.push_str(": ");
+                match (k.as_str(), v) {
+                    ("$literal", other) => s.push_str(type_name(other)),
+                    (_, v) => expression(v, s, depth + 1),
+                }
+            }
+            s.push('}');
+        }
+        RawBsonRef::Array(a) => {
+            s.push('[');
+            for (i, item) in a.into_iter().enumerate() {
+                if i > 0 {
+                    s.push_str(", ");
+                }
+                if i >= MAX_ITEMS {
+                    s.push('…');
+                    break;
+                }
+                match item {
+                    Ok(v) => expression(v, s, depth + 1),
+                    Err(_) => s.push('…'),
+                }
+            }
+            s.push(']');
+        }
+        other => s.push_str(type_name(other)),
+    }
+}
+
+/// An aggregation pipeline, stage by stage.
+pub fn pipeline(p: &RawArray, s: &mut String, depth: usize) {
+    if depth > MAX_DEPTH {
+        s.push('…');
+        return;
+    }
+    s.push('[');
+    for (i, stage) in p.into_iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        if i >= MAX_ITEMS * 2 {
+            s.push('…');
+            break;
+        }
+        let Ok(RawBsonRef::Document(stage)) = stage else {
+            s.push('…');
+            continue;
+        };
+        let Some(Ok((name, body))) = stage.iter().next() else {
+            s.push_str("{}");
+            continue;
+        };
+        let name = name.as_str();
+        s.push('{');
+        key(s, name);
+        s.push_str(": ");
+        match (name, body) {
+            ("$match", RawBsonRef::Document(f)) => filter(f, s, depth + 1),
+            ("$sort", RawBsonRef::Document(o)) => literal_doc(o, s, depth + 1),
+            ("$limit" | "$skip" | "$sample", v) => {
+                if let RawBsonRef::Document(d) = v {
+                    expression(RawBsonRef::Document(d), s, depth + 1)
+                } else {
+                    s.push_str(type_name(v))
+                }
+            }
+            ("$lookup", RawBsonRef::Document(l)) => lookup(l, s, depth + 1),
+            ("$unwind" | "$count" | "$out", RawBsonRef::String(t)) => {
+                let _ = write!(s, "{t:?}");
+            }
+            ("$project", RawBsonRef::Document(p)) => projection(p, s, depth + 1),
+            ("$facet", RawBsonRef::Document(f)) => {
+                s.push('{');
+                for (j, element) in f.iter().enumerate() {
+                    let Ok((k, v)) = element else { break };
+                    if j > 0 {
+                        s.push_str(", ");
+                    }
+                    key(s, k.as_str());
+                    s.push_str(": ");
+                    match v {
+                        RawBsonRef::Array(sub) => pipeline(sub, s, depth + 1),
+                        other => s.push_str(type_name(other)),
+                    }
+                }
+                s.push('}');
+            }
+            (_, v) => expression(v, s, depth + 1),
+        }
+        s.push('}');
+    }
+    s.push(']');
+}
+
+fn lookup(l: &RawDocument, s: &mut String, depth: usize) {
+    s.push('{');
+    for (i, element) in l.iter().enumerate() {
+        let Ok((k, v)) = element else { break };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        key(s, k.as_str());
+        s.push_str(": ");
+        match (k.as_str(), v) {
+            ("from" | "localField" | "foreignField" | "as", RawBsonRef::String(t)) => {
+                let _ = write!(s, "{t:?}");
+            }
+            ("from", RawBsonRef::Document(d)) => literal_doc(d, s, depth + 1),
+            ("pipeline", RawBsonRef::Array(p)) => pipeline(p, s, depth + 1),
+            (_, v) => expression(v, s, depth + 1),
+        }
+    }
+    s.push('}');
+}
+
+/// An update: operators with their fields typed (`$push` `$each` lists
+/// collapsed, `$slice`/`$position`/`$sort` kept), a pipeline, or a
+/// replacement document typed field by field.
+fn update(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut String) {
+    if let Some(p) = pipe {
+        pipeline(p, s, 1);
+        return;
+    }
+    let Some(d) = doc else {
+        s.push_str("{}");
+        return;
+    };
+    if !is_operator_doc(d) {
+        s.push_str("replace ");
+        typed_doc(d, s);
+        return;
+    }
+    s.push('{');
+    for (i, element) in d.iter().enumerate() {
+        let Ok((op, fields)) = element else { break };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        key(s, op.as_str());
+        s.push_str(": ");
+        let RawBsonRef::Document(fields) = fields else {
+            s.push_str(type_name(fields));
+            continue;
+        };
+        s.push('{');
+        for (j, element) in fields.iter().enumerate() {
+            let Ok((path, v)) = element else { break };
+            if j > 0 {
+                s.push_str(", ");
+            }
+            key(s, path.as_str());
+            s.push_str(": ");
+            match v {
+                RawBsonRef::Document(m) if is_operator_doc(m) => update_modifiers(m, s),
+                v => s.push_str(type_name(v)),
+            }
+        }
+        s.push('}');
+    }
+    s.push('}');
+}
+
+fn update_modifiers(m: &RawDocument, s: &mut String) {
+    s.push('{');
+    for (i, element) in m.iter().enumerate() {
+        let Ok((k, v)) = element else { break };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        key(s, k.as_str());
+        s.push_str(": ");
+        match (k.as_str(), v) {
+            ("$each" | "$in", RawBsonRef::Array(a)) => collapsed(a, s),
+            ("$slice" | "$position", v) => match super::command::number(v) {
+                Some(n) => {
+                    let _ = write!(s, "{n}");
+                }
+                None => s.push_str(type_name(v)),
+            },
+            ("$sort", RawBsonRef::Document(o)) => literal_doc(o, s, 2),
+            ("$sort", v) => expression(v, s, 2),
+            (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, 2),
+            (_, v) => s.push_str(type_name(v)),
+        }
+    }
+    s.push('}');
+}
+
+/// A document's top-level fields with their types.
+pub fn typed_doc(d: &RawDocument, s: &mut String) {
+    s.push('{');
+    for (i, element) in d.iter().enumerate() {
+        let Ok((k, v)) = element else { break };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        if i >= MAX_ITEMS * 2 {
+            s.push('…');
+            break;
+        }
+        key(s, k.as_str());
+        s.push_str(": ");
+        s.push_str(type_name(v));
+    }
+    s.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{op_msg, Message};
+    use bson::rawdoc;
+
+    fn shape(body: bson::RawDocumentBuf) -> String {
+        let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+        let msg = Message::parse(&frame).unwrap();
+        of_command(&Command::parse(&msg).unwrap()).text
+    }
+
+    #[test]
+    fn literals_become_types_and_in_lists_collapse() {
+        let a = shape(
+            rawdoc! {"find": "posts", "filter": {"userId": "u1", "n": {"$gt": 5}, "tags": {"$in": ["a", "b", "c"]}}, "$db": "blog"},
+        );
+        let b = shape(
+            rawdoc! {"find": "posts", "filter": {"userId": "u2", "n": {"$gt": 900}, "tags": {"$in": ["z"]}}, "$db": "blog"},
+        );
+        assert_eq!(
+            a,
+            "find blog.posts {userId: ?string, n: {$gt: ?int}, tags: {$in: [?string]}}"
+        );
+        assert_eq!(a, b);
+        let c = shape(
+            rawdoc! {"find": "posts", "filter": {"n": {"$gt": 5}, "userId": "u1"}, "$db": "blog"},
+        );
+        assert_ne!(a, c, "key order is part of the shape");
+    }
+
+    #[test]
+    fn sort_projection_limit_and_logical_operators() {
+        let s = shape(rawdoc! {
+            "find": "posts",
+            "filter": {"$or": [{"a": 1}, {"b": {"$exists": true}}], "c": {"d": 1}},
+            "projection": {"title": 1, "comments": {"$slice": 10}, "body": false},
+            "sort": {"createdAt": -1}, "limit": 20, "$db": "blog"
+        });
+        assert_eq!(s, "find blog.posts {$or: [{a: ?int}, {b: {$exists: true}}], c: ?object} project {title: 1, comments: {$slice: 10}, body: 0} sort {createdAt: -1} limit");
+    }
+
+    #[test]
+    fn aggregate_with_lookup() {
+        let s = shape(rawdoc! {
+            "aggregate": "posts",
+            "pipeline": [
+                {"$match": {"postId": "p1", "type": "post"}},
+                {"$lookup": {"from": "users", "localField": "userId", "foreignField": "_id", "as": "author"}},
+                {"$group": {"_id": "$userId", "n": {"$sum": 1}, "label": {"$concat": ["$a", "secret-literal"]}}},
+                {"$limit": 5}
+            ],
+            "cursor": {}, "$db": "blog"
+        });
+        assert_eq!(
+            s,
+            r#"aggregate blog.posts [{$match: {postId: ?string, type: ?string}}, {$lookup: {from: "users", localField: "userId", foreignField: "_id", as: "author"}}, {$group: {_id: "$userId", n: {$sum: ?int}, label: {$concat: ["$a", ?string]}}}, {$limit: ?int}]"#
+        );
+        assert!(!s.contains("secret-literal") && !s.contains("p1"));
+    }
+
+    #[test]
+    fn updates() {
+        let s = shape(rawdoc! {
+            "update": "posts",
+            "updates": [{"q": {"_id": bson::oid::ObjectId::new()}, "u": {"$push": {"comments": {"$each": [{"t": "x"}], "$slice": -100}}, "$inc": {"commentCount": 1}}, "upsert": true}],
+            "$db": "blog"
+        });
+        assert_eq!(s, "update blog.posts {_id: ?objectId} {$push: {comments: {$each: [?object], $slice: -100}}, $inc: {commentCount: ?int}} upsert");
+        let s = shape(
+            rawdoc! {"update": "u", "updates": [{"q": {"a": 1}, "u": {"name": "secret", "age": 3}, "multi": false}], "$db": "d"},
+        );
+        assert_eq!(s, "update d.u {a: ?int} replace {name: ?string, age: ?int}");
+        let s = shape(
+            rawdoc! {"update": "u", "updates": [{"q": {}, "u": [{"$set": {"x": "$y"}}], "multi": true}], "$db": "d"},
+        );
+        assert_eq!(s, r#"update d.u {} [{$set: {x: "$y"}}] multi"#);
+    }
+
+    #[test]
+    fn kind1_sequences_are_read() {
+        let body = rawdoc! {"insert": "c", "$db": "d"};
+        let d1 = rawdoc! {"_id": 1};
+        let d2 = rawdoc! {"_id": 2};
+        let frame = op_msg::encode(
+            1,
+            0,
+            0,
+            body.as_bytes(),
+            &[("documents", &[d1.as_bytes(), d2.as_bytes()])],
+        );
+        let msg = Message::parse(&frame).unwrap();
+        let cmd = Command::parse(&msg).unwrap();
+        assert_eq!(cmd.documents().len(), 2);
+        assert_eq!(cmd.namespace().as_deref(), Some("d.c"));
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        // Pinned: a shape id must not change between versions or hosts.
+        assert_eq!(
+            Shape::new("find blog.posts {userId: ?string}".into()).id(),
+            format!("{:016x}", fnv1a(b"find blog.posts {userId: ?string}"))
+        );
+        assert_eq!(fnv1a(b""), 0xcbf29ce484222325);
+        assert_eq!(fnv1a(b"a"), 0xaf63dc4c8601ec8c);
+    }
+}
