@@ -52,15 +52,20 @@ pub struct CollectionSection {
     /// The partition (shard) key: a list of paths; compound and
     /// hierarchical keys list several.
     pub partition_key: Option<Vec<String>>,
+    /// Rule settings for this namespace only.
+    #[serde(default)]
+    pub rules: BTreeMap<String, RuleSection>,
 }
 
+/// `enabled`, `severity`, and the rule's own thresholds by name (checked
+/// against the rule catalogue by `rules::settings_from_config`, which names
+/// the file and key of anything unknown).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RuleSection {
     pub enabled: Option<bool>,
     pub severity: Option<String>,
-    pub warn: Option<f64>,
-    pub error: Option<f64>,
+    #[serde(flatten)]
+    pub thresholds: BTreeMap<String, toml::Value>,
 }
 
 /// A configuration error. It always says which file and key (or flag) is at
@@ -181,6 +186,12 @@ pub struct AnalysisSettings {
     /// Worker threads; each owns the connections hashed to it, so the
     /// messages of one connection are analysed in order.
     pub workers: usize,
+    /// Rules enabled, their severities and thresholds.
+    pub rules: crate::rules::RuleSettings,
+    /// Allow literal values (e.g. example ids) in findings.
+    pub show_values: bool,
+    /// Called for each new or escalated finding (the CLI prints a line).
+    pub live: Option<fn(&crate::rules::FindingEvent)>,
 }
 
 impl Default for AnalysisSettings {
@@ -189,6 +200,9 @@ impl Default for AnalysisSettings {
             enabled: true,
             queue_capacity: 16_384,
             workers: 1,
+            rules: crate::rules::RuleSettings::default(),
+            show_values: false,
+            live: None,
         }
     }
 }
@@ -284,7 +298,10 @@ error = 10000
             c.collections["blog.posts"].partition_key.as_deref(),
             Some(&["postId".to_string()][..])
         );
-        assert_eq!(c.rules["WL102"].error, Some(10000.0));
+        assert_eq!(
+            c.rules["WL102"].thresholds["error"].as_integer(),
+            Some(10000)
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod analysis;
 pub mod cli;
 pub mod config;
 pub mod proxy;
+pub mod rules;
 pub mod stats;
 pub mod wire;
 

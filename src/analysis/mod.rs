@@ -7,30 +7,43 @@
 //! the order the client sent them. A panic while analysing one message is
 //! caught and counted; it never reaches the forwarding path.
 //!
-//! For now a worker decodes each message (inflating OP_COMPRESSED, verifying
-//! OP_MSG checksums) and counts it by opcode, command name and compressor.
-//! Sensitive commands are counted by name and never looked into.
+//! Per message a worker: decodes it (inflating OP_COMPRESSED, verifying
+//! OP_MSG checksums) and counts it by opcode, command name and compressor;
+//! then hands it to its [`engine::Engine`]: the [`command`] model, pairing
+//! with replies, [`shape`]s, access [`patterns`], namespace [`state`] and the
+//! rules, whose findings land in the shared [`engine::Knowledge`].
 
 pub mod command;
+pub mod engine;
+pub mod patterns;
 pub mod shape;
+pub mod state;
 
 use crate::config::AnalysisSettings;
 use crate::stats::{AnalysisCounters, Direction, Stats};
 use crate::wire::{self, Message};
 use bytes::Bytes;
+use engine::{Engine, Knowledge};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// One forwarded message, as the analysis side receives it.
-pub struct Event {
-    pub conn: u64,
-    pub direction: Direction,
-    /// When the proxy read it (for latency once requests and replies pair).
-    pub at: Instant,
-    pub frame: Bytes,
+/// What a worker receives.
+pub enum Event {
+    /// One forwarded message.
+    Message {
+        conn: u64,
+        direction: Direction,
+        /// When the proxy read it (latency is measured between these).
+        at: Instant,
+        frame: Bytes,
+    },
+    /// The connection ended: its state can go.
+    Closed { conn: u64 },
+    /// Time passed: finish idle invocations, run periodic rule checks.
+    Tick,
 }
 
 /// The sending side; cheap to clone, one per session.
@@ -57,6 +70,7 @@ impl AnalysisQueue {
     pub fn start(
         settings: &AnalysisSettings,
         stats: Arc<Stats>,
+        knowledge: Arc<Mutex<Knowledge>>,
     ) -> (AnalysisQueue, AnalysisWorkers) {
         if !settings.enabled {
             return (
@@ -75,9 +89,10 @@ impl AnalysisQueue {
             let (tx, rx) = mpsc::channel(per_shard);
             senders.push(tx);
             let stats = stats.clone();
+            let engine = Engine::new(knowledge.clone(), settings.live);
             let handle = std::thread::Builder::new()
                 .name(format!("wirelint-analysis-{i}"))
-                .spawn(move || worker(rx, stats))
+                .spawn(move || worker(rx, stats, engine))
                 .expect("spawning an analysis thread");
             handles.push(handle);
         }
@@ -96,24 +111,53 @@ impl AnalysisQueue {
         if self.shards.is_empty() {
             return;
         }
-        let shard = &self.shards[(conn % self.shards.len() as u64) as usize];
-        let event = Event {
+        let event = Event::Message {
             conn,
             direction,
             at,
             frame,
         };
-        match shard.try_send(event) {
+        match self.shard(conn).try_send(event) {
             Ok(()) => self.stats.analysis_enqueued.fetch_add(1, Relaxed),
             Err(_) => self.stats.analysis_dropped.fetch_add(1, Relaxed),
         };
     }
+
+    /// The connection ended. (If the queue is full this is dropped too; the
+    /// engine's state is capped either way.)
+    pub fn closed(&self, conn: u64) {
+        if !self.shards.is_empty() {
+            let _ = self.shard(conn).try_send(Event::Closed { conn });
+        }
+    }
+
+    /// Sends a tick to every worker.
+    pub fn tick(&self) {
+        for shard in self.shards.iter() {
+            let _ = shard.try_send(Event::Tick);
+        }
+    }
+
+    fn shard(&self, conn: u64) -> &mpsc::Sender<Event> {
+        &self.shards[(conn % self.shards.len() as u64) as usize]
+    }
 }
 
-fn worker(mut rx: mpsc::Receiver<Event>, stats: Arc<Stats>) {
+fn worker(mut rx: mpsc::Receiver<Event>, stats: Arc<Stats>, mut engine: Engine) {
     while let Some(event) = rx.blocking_recv() {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            analyse(&event, &stats);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match event {
+            Event::Message {
+                conn,
+                direction,
+                at,
+                frame,
+            } => {
+                if let Some(frame) = decode(conn, direction, &frame, &stats) {
+                    engine.message(conn, direction, at, frame);
+                }
+            }
+            Event::Closed { conn } => engine.closed(conn),
+            Event::Tick => engine.tick(Instant::now()),
         }));
         if outcome.is_err() {
             stats
@@ -122,11 +166,11 @@ fn worker(mut rx: mpsc::Receiver<Event>, stats: Arc<Stats>) {
                 .unwrap_or_else(|p| p.into_inner())
                 .panics += 1;
             tracing::error!(
-                conn = event.conn,
                 "analysis panicked on a message; it was skipped (traffic is unaffected)"
             );
         }
     }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.flush()));
 }
 
 /// Commands whose bodies carry credentials: counted by name only.
@@ -149,32 +193,38 @@ pub fn is_sensitive(name: &str) -> bool {
         .any(|s| s.eq_ignore_ascii_case(name))
 }
 
-fn analyse(event: &Event, stats: &Stats) {
+/// Decodes and counts one message; returns it uncompressed for the engine,
+/// or `None` (counted and logged) when it cannot be decoded.
+fn decode(conn: u64, direction: Direction, frame: &Bytes, stats: &Stats) -> Option<Bytes> {
     let mut counters = stats.analysis.lock().unwrap_or_else(|p| p.into_inner());
-    if let Err(error) = analyse_frame(&event.frame, event.direction, &mut counters) {
-        *counters.decode_errors.entry(error.kind()).or_default() += 1;
-        let log = counters.log_allowed(error.kind());
-        drop(counters);
-        if log {
-            let side = match event.direction {
-                Direction::Request => "request",
-                Direction::Reply => "reply",
-            };
-            tracing::warn!(
-                conn = event.conn,
-                "analysis could not decode a {side}: {error} (forwarded unchanged; at most one such line a second per kind of error)"
-            );
+    match decode_frame(frame, direction, &mut counters) {
+        Ok(bytes) => Some(bytes),
+        Err(error) => {
+            *counters.decode_errors.entry(error.kind()).or_default() += 1;
+            let log = counters.log_allowed(error.kind());
+            drop(counters);
+            if log {
+                let side = match direction {
+                    Direction::Request => "request",
+                    Direction::Reply => "reply",
+                };
+                tracing::warn!(
+                    conn,
+                    "analysis could not decode a {side}: {error} (forwarded unchanged; at most one such line a second per kind of error)"
+                );
+            }
+            None
         }
     }
 }
 
-/// Decodes and counts one message. A compressed message is counted as
-/// OP_COMPRESSED and then again as the message it carries.
-fn analyse_frame(
-    frame: &[u8],
+/// A compressed message is counted as OP_COMPRESSED and then again as the
+/// message it carries.
+fn decode_frame(
+    frame: &Bytes,
     direction: Direction,
     counters: &mut AnalysisCounters,
-) -> Result<(), wire::WireError> {
+) -> Result<Bytes, wire::WireError> {
     let message = Message::parse(frame)?;
     *counters
         .messages
@@ -185,7 +235,8 @@ fn analyse_frame(
             *counters.compressed.entry(c.compressor).or_default() += 1;
             // The parser refuses compressed-in-compressed, so this recursion
             // is one level deep at most.
-            return analyse_frame(&c.decompress()?, direction, counters);
+            let inner = Bytes::from(c.decompress()?);
+            return decode_frame(&inner, direction, counters);
         }
         Message::Msg(msg) => {
             if msg.checksum.is_some() {
@@ -199,13 +250,9 @@ fn analyse_frame(
     if direction == Direction::Request {
         if let Some(name) = wire::command_name(&message) {
             counters.count_command(name);
-            if is_sensitive(name) {
-                // Counted by name; the body is never read.
-                return Ok(());
-            }
         }
     }
-    Ok(())
+    Ok(frame.clone())
 }
 
 /// A top-level walk: catches documents whose elements do not add up.

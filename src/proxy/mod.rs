@@ -19,12 +19,13 @@ pub mod topology;
 pub mod upstream;
 pub mod uri;
 
+use crate::analysis::engine::Knowledge;
 use crate::analysis::{AnalysisQueue, AnalysisWorkers};
 use crate::config::ProxySettings;
 use crate::stats::{RateLimit, Stats, StatsSnapshot};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
@@ -62,6 +63,7 @@ pub struct Proxy {
     accept_loop: Option<tokio::task::JoinHandle<()>>,
     workers: Option<AnalysisWorkers>,
     upstream: String,
+    knowledge: Arc<Mutex<Knowledge>>,
 }
 
 impl Proxy {
@@ -83,8 +85,14 @@ impl Proxy {
         let upstream_display = settings.upstream.to_string();
         let upstream = Upstream::new(settings.upstream.clone(), settings.connect_timeout)?;
         let stats = Arc::new(Stats::default());
-        let (analysis, workers) = AnalysisQueue::start(&settings.analysis, stats.clone());
+        let knowledge = Arc::new(Mutex::new(Knowledge::new(
+            settings.analysis.rules.clone(),
+            settings.analysis.show_values,
+        )));
+        let (analysis, workers) =
+            AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        tokio::spawn(tick(analysis.clone(), shutdown_rx.clone()));
         let ctx = Arc::new(SessionContext {
             upstream,
             analysis,
@@ -109,7 +117,20 @@ impl Proxy {
             accept_loop: Some(accept_loop),
             workers: Some(workers),
             upstream: upstream_display,
+            knowledge,
         })
+    }
+
+    /// What the analysis has learnt so far: patterns, shapes, namespaces
+    /// and findings. Lock it briefly; the analysis workers need it too.
+    pub fn knowledge(&self) -> Arc<Mutex<Knowledge>> {
+        self.knowledge.clone()
+    }
+
+    /// The findings so far.
+    pub fn findings(&self) -> Vec<crate::rules::Finding> {
+        let k = self.knowledge.lock().unwrap_or_else(|p| p.into_inner());
+        k.findings.all().cloned().collect()
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -161,6 +182,18 @@ pub(crate) fn tune_socket(stream: &TcpStream) {
 }
 
 static LIMIT_LOG: RateLimit = RateLimit::new();
+
+/// Ticks the analysis once a second until shutdown.
+async fn tick(analysis: AnalysisQueue, mut shutdown: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = every.tick() => analysis.tick(),
+            _ = shutdown.changed() => return,
+        }
+    }
+}
 
 async fn accept_loop(
     listener: TcpListener,

@@ -1,0 +1,473 @@
+//! The engine: from decoded messages to patterns, state and findings.
+//!
+//! One engine per analysis worker holds the per-connection state (requests
+//! awaiting replies, the invocation in progress); what is learnt about the
+//! application — patterns, shapes, namespaces, findings — is shared by all
+//! workers in [`Knowledge`], behind one mutex that only the workers lock
+//! per message (readers: reports, the admin endpoints).
+
+use super::command::{Command, Kind, Reply};
+use super::patterns::{Invocation, NamedBy, PatternTable};
+use super::shape::{self, Shape};
+use super::state::{Lru, Namespaces};
+use crate::rules::{
+    self, CompletedOp, DocSource, FindingEvent, FindingStore, OpView, Rule, RuleContext,
+    RuleSettings,
+};
+use crate::stats::Direction;
+use crate::wire::{op_msg, Message};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Where a cursor (and so its getMores) came from.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    pub pattern: String,
+    pub shape: Shape,
+    pub namespace: String,
+}
+
+/// Everything learnt from the traffic, shared by the workers.
+pub struct Knowledge {
+    pub patterns: PatternTable,
+    pub namespaces: Namespaces,
+    pub findings: FindingStore,
+    pub cursors: Lru<i64, Origin>,
+    pub settings: RuleSettings,
+    pub show_values: bool,
+    pub started: SystemTime,
+    /// Data operations analysed (requests with a pattern).
+    pub operations: u64,
+    /// Replies whose request was never seen (or already answered).
+    pub unpaired_replies: u64,
+    rules: Vec<Box<dyn Rule>>,
+}
+
+impl Knowledge {
+    pub fn new(settings: RuleSettings, show_values: bool) -> Knowledge {
+        Knowledge {
+            patterns: PatternTable::default(),
+            namespaces: Namespaces::default(),
+            findings: FindingStore::default(),
+            cursors: Lru::new(100_000),
+            settings,
+            show_values,
+            started: SystemTime::now(),
+            operations: 0,
+            unpaired_replies: 0,
+            rules: rules::all(),
+        }
+    }
+
+    /// Runs `f` for every enabled rule with a fresh context; returns the
+    /// findings that are new or got worse.
+    fn with_rules(
+        &mut self,
+        mut f: impl FnMut(&mut dyn Rule, &mut RuleContext<'_>),
+    ) -> Vec<FindingEvent> {
+        let mut events = Vec::new();
+        let mut rules = std::mem::take(&mut self.rules);
+        {
+            let mut cx = RuleContext {
+                namespaces: &self.namespaces,
+                settings: &self.settings,
+                findings: &mut self.findings,
+                events: &mut events,
+                now: SystemTime::now(),
+                show_values: self.show_values,
+            };
+            for rule in rules.iter_mut() {
+                if self.settings.enabled(rule.meta().id) {
+                    f(rule.as_mut(), &mut cx);
+                }
+            }
+        }
+        self.rules = rules;
+        events
+    }
+}
+
+/// A request waiting for its reply.
+struct Pending {
+    at: Instant,
+    /// The (uncompressed) request, re-read when the reply arrives.
+    request: Bytes,
+    origin: Option<Origin>,
+    getmore: bool,
+}
+
+#[derive(Default)]
+struct ConnState {
+    pending: HashMap<i32, Pending>,
+    current: Option<Invocation>,
+    last_activity: Option<Instant>,
+}
+
+/// Requests remembered per connection while awaiting replies; beyond this
+/// (a client that never reads its replies) the oldest are forgotten.
+const MAX_PENDING: usize = 1024;
+/// An invocation with no activity for this long is complete.
+const INVOCATION_IDLE: Duration = Duration::from_secs(1);
+/// Longest `comment` used as a pattern name.
+const MAX_PATTERN_NAME: usize = 80;
+
+pub struct Engine {
+    conns: HashMap<u64, ConnState>,
+    knowledge: Arc<Mutex<Knowledge>>,
+    live: Option<fn(&FindingEvent)>,
+}
+
+impl Engine {
+    pub fn new(knowledge: Arc<Mutex<Knowledge>>, live: Option<fn(&FindingEvent)>) -> Engine {
+        Engine {
+            conns: HashMap::new(),
+            knowledge,
+            live,
+        }
+    }
+
+    fn emit(&self, events: Vec<FindingEvent>) {
+        if let Some(live) = self.live {
+            for e in &events {
+                live(e);
+            }
+        }
+    }
+
+    /// One whole, uncompressed message.
+    pub fn message(&mut self, conn: u64, direction: Direction, at: Instant, frame: Bytes) {
+        let Ok(message) = Message::parse(&frame) else {
+            return;
+        };
+        match direction {
+            Direction::Request => self.request(conn, at, &message, &frame),
+            Direction::Reply => self.reply(conn, at, &message),
+        }
+    }
+
+    fn request(&mut self, conn: u64, at: Instant, message: &Message<'_>, frame: &Bytes) {
+        let Some(cmd) = Command::parse(message) else {
+            return;
+        };
+        if cmd.kind == Kind::Sensitive {
+            return;
+        }
+        let request_id = message.header().request_id;
+        let expects_reply = match message {
+            Message::Msg(m) => m.flags & op_msg::MORE_TO_COME == 0,
+            _ => true,
+        };
+        match cmd.kind {
+            Kind::GetMore => {
+                let origin = cmd
+                    .cursor_id()
+                    .and_then(|id| lock(&self.knowledge).cursors.get(&id).cloned());
+                self.remember(
+                    conn,
+                    request_id,
+                    Pending {
+                        at,
+                        request: frame.clone(),
+                        origin,
+                        getmore: true,
+                    },
+                );
+            }
+            Kind::KillCursors => {
+                let mut k = lock(&self.knowledge);
+                for id in cmd.killed_cursors() {
+                    k.cursors.remove(&id);
+                }
+            }
+            kind if kind.is_data() => {
+                let Some(namespace) = data_namespace(&cmd) else {
+                    return;
+                };
+                let shape = shape::of_command(&cmd);
+                let (pattern, named_by) = match cmd.comment() {
+                    Some(c) if !c.is_empty() => (
+                        c.chars().take(MAX_PATTERN_NAME).collect::<String>(),
+                        NamedBy::Comment,
+                    ),
+                    _ => (shape.text.clone(), NamedBy::Shape),
+                };
+                self.start_operation(conn, &pattern, named_by, &shape);
+                let events = {
+                    let mut k = lock(&self.knowledge);
+                    k.operations += 1;
+                    k.patterns
+                        .touch(&pattern, named_by, &namespace, &shape, cmd.name);
+                    observe_writes(&mut k, &cmd, &namespace, &shape, &pattern)
+                };
+                self.emit(events);
+                let origin = Origin {
+                    pattern,
+                    shape,
+                    namespace,
+                };
+                if expects_reply {
+                    self.remember(
+                        conn,
+                        request_id,
+                        Pending {
+                            at,
+                            request: frame.clone(),
+                            origin: Some(origin),
+                            getmore: false,
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes and the documents they carry; then the request hooks.
+    fn reply(&mut self, conn: u64, at: Instant, message: &Message<'_>) {
+        let response_to = message.header().response_to;
+        let Some(state) = self.conns.get_mut(&conn) else {
+            lock(&self.knowledge).unpaired_replies += 1;
+            return;
+        };
+        let Some(pending) = state.pending.remove(&response_to) else {
+            lock(&self.knowledge).unpaired_replies += 1;
+            return;
+        };
+        state.last_activity = Some(at);
+        let more_to_come = matches!(message, Message::Msg(m) if m.more_to_come());
+        let latency = at.saturating_duration_since(pending.at).as_micros() as u64;
+        let Some(origin) = pending.origin.clone() else {
+            return;
+        };
+        let reply = Reply::parse(message);
+        let bytes = message.header().message_length.max(0) as u64;
+        let ok = reply.as_ref().is_some_and(|r| r.ok());
+        let mut errors = Vec::new();
+        if let Some(r) = &reply {
+            if !ok {
+                errors.push(r.code().unwrap_or(-1));
+            }
+            errors.extend(r.write_error_codes());
+        }
+        let cursor = reply.as_ref().and_then(|r| r.cursor());
+        let value = reply.as_ref().and_then(|r| r.value());
+        let docs: Vec<&bson::RawDocument> = match (&cursor, value) {
+            (Some(c), _) => c.documents.clone(),
+            (None, Some(v)) => vec![v],
+            _ => Vec::new(),
+        };
+
+        // The request again, for the rules' view of the operation.
+        let request = Message::parse(&pending.request).ok();
+        let cmd = request.as_ref().and_then(Command::parse);
+        let events = {
+            let mut k = lock(&self.knowledge);
+            if let Some(c) = &cursor {
+                if c.id != 0 {
+                    k.cursors.get_or_insert_with(&c.id, || origin.clone());
+                } else if pending.getmore {
+                    if let Some(id) = cmd.as_ref().and_then(|c| c.cursor_id()) {
+                        k.cursors.remove(&id);
+                    }
+                }
+            }
+            for doc in &docs {
+                k.namespaces.observe_document(&origin.namespace, doc);
+            }
+            match &cmd {
+                Some(cmd) => {
+                    let view = OpView {
+                        cmd,
+                        namespace: &origin.namespace,
+                        shape: &origin.shape,
+                        pattern: &origin.pattern,
+                    };
+                    let done = CompletedOp {
+                        op: &view,
+                        latency_micros: latency,
+                        docs_returned: docs.len() as u64,
+                        ok,
+                    };
+                    k.with_rules(|rule, cx| {
+                        for doc in &docs {
+                            rule.on_document(&view, doc, DocSource::Returned, cx);
+                        }
+                        rule.on_operation(&done, cx);
+                    })
+                }
+                None => Vec::new(),
+            }
+        };
+        self.emit(events);
+
+        // Fold the round trip into the invocation in progress.
+        let state = self.conns.entry(conn).or_default();
+        let docs_n = docs.len() as u64;
+        match state
+            .current
+            .as_mut()
+            .filter(|inv| inv.pattern == origin.pattern)
+        {
+            Some(inv) => {
+                if pending.getmore {
+                    inv.round_trips += 1;
+                }
+                inv.latency_micros += latency;
+                inv.docs += docs_n;
+                inv.bytes += bytes;
+                inv.errors.extend(errors);
+            }
+            None => lock(&self.knowledge)
+                .patterns
+                .add_round_trip(&origin.pattern, docs_n, bytes),
+        }
+        if more_to_come {
+            // Exhaust: the next reply answers this one.
+            let next = message.header().request_id;
+            self.remember(conn, next, Pending { at, ..pending });
+        }
+    }
+
+    fn remember(&mut self, conn: u64, request_id: i32, pending: Pending) {
+        let state = self.conns.entry(conn).or_default();
+        state.last_activity = Some(pending.at);
+        if state.pending.len() >= MAX_PENDING {
+            if let Some(oldest) = state
+                .pending
+                .iter()
+                .min_by_key(|(_, p)| p.at)
+                .map(|(id, _)| *id)
+            {
+                state.pending.remove(&oldest);
+            }
+        }
+        state.pending.insert(request_id, pending);
+    }
+
+    /// A new data operation: continue the connection's invocation or start
+    /// a new one.
+    fn start_operation(&mut self, conn: u64, pattern: &str, named_by: NamedBy, shape: &Shape) {
+        let state = self.conns.entry(conn).or_default();
+        let continues = matches!(&state.current, Some(inv)
+            if named_by == NamedBy::Comment && inv.pattern == pattern && inv.first_shape != shape.hash);
+        if continues {
+            let inv = state.current.as_mut().expect("checked");
+            inv.round_trips += 1;
+            if inv.shapes.len() < 32 {
+                inv.shapes.push(shape.hash);
+            }
+            return;
+        }
+        let finished = state.current.replace(Invocation {
+            pattern: pattern.to_string(),
+            first_shape: shape.hash,
+            round_trips: 1,
+            latency_micros: 0,
+            docs: 0,
+            bytes: 0,
+            shapes: vec![shape.hash],
+            errors: Vec::new(),
+        });
+        if let Some(inv) = finished {
+            lock(&self.knowledge).patterns.commit(&inv);
+        }
+    }
+
+    /// The connection closed: its invocation is complete.
+    pub fn closed(&mut self, conn: u64) {
+        if let Some(state) = self.conns.remove(&conn) {
+            if let Some(inv) = state.current {
+                lock(&self.knowledge).patterns.commit(&inv);
+            }
+        }
+    }
+
+    /// Periodic: completes idle invocations, runs the rules' tick hooks.
+    pub fn tick(&mut self, now: Instant) {
+        let mut done = Vec::new();
+        for state in self.conns.values_mut() {
+            let idle = state
+                .last_activity
+                .is_none_or(|t| now.saturating_duration_since(t) >= INVOCATION_IDLE);
+            if idle && state.pending.is_empty() {
+                if let Some(inv) = state.current.take() {
+                    done.push(inv);
+                }
+            }
+        }
+        let events = {
+            let mut k = lock(&self.knowledge);
+            for inv in &done {
+                k.patterns.commit(inv);
+            }
+            k.with_rules(|rule, cx| rule.on_tick(cx))
+        };
+        self.emit(events);
+    }
+
+    /// Completes every invocation (at shutdown, so reports are whole).
+    pub fn flush(&mut self) {
+        let conns: Vec<u64> = self.conns.keys().copied().collect();
+        for conn in conns {
+            self.closed(conn);
+        }
+    }
+}
+
+fn lock(knowledge: &Mutex<Knowledge>) -> std::sync::MutexGuard<'_, Knowledge> {
+    knowledge.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The namespace a data command works on (bulkWrite: its first).
+fn data_namespace(cmd: &Command<'_>) -> Option<String> {
+    if cmd.kind == Kind::BulkWrite {
+        return cmd
+            .bulk_write()
+            .and_then(|(ns, _)| ns.first().map(|s| s.to_string()));
+    }
+    cmd.namespace()
+}
+
+/// Records what a write carries (documents, update operators) and runs the
+/// request and document hooks.
+fn observe_writes(
+    k: &mut Knowledge,
+    cmd: &Command<'_>,
+    namespace: &str,
+    shape: &Shape,
+    pattern: &str,
+) -> Vec<FindingEvent> {
+    let inserted = cmd.documents();
+    let updates = cmd.updates();
+    let mut replaced = Vec::new();
+    for doc in &inserted {
+        k.namespaces.observe_document(namespace, doc);
+    }
+    for u in &updates {
+        match u.update {
+            Some(doc) if u.is_operator_update() => k.namespaces.observe_update(namespace, doc),
+            Some(doc) => {
+                k.namespaces.observe_document(namespace, doc);
+                replaced.push(doc);
+            }
+            None => {}
+        }
+    }
+    let view = OpView {
+        cmd,
+        namespace,
+        shape,
+        pattern,
+    };
+    k.with_rules(|rule, cx| {
+        rule.on_request(&view, cx);
+        for doc in &inserted {
+            rule.on_document(&view, doc, DocSource::Inserted, cx);
+        }
+        for doc in &replaced {
+            rule.on_document(&view, doc, DocSource::Replaced, cx);
+        }
+    })
+}

@@ -1,0 +1,198 @@
+//! Access patterns (DESIGN.md §3): what the application does, named by the
+//! operation's `comment` when it sets one ("Q2"), else by its shape.
+//!
+//! An *invocation* is one execution of a pattern. For a named pattern it is
+//! the run of operations with that comment on one connection, a new one
+//! starting when the run's first shape comes round again (so "fetch post,
+//! count comments, count likes, fetch author" is one invocation of four
+//! round trips). For a pattern named by its shape, every operation is an
+//! invocation; getMores add round trips to the invocation of the cursor's
+//! operation. Latency per invocation is the sum of its round trips'
+//! latencies as measured at the proxy (the application's own time between
+//! them is not counted).
+
+use super::shape::Shape;
+use super::state::Lru;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NamedBy {
+    Comment,
+    Shape,
+}
+
+/// Partitions touched by a pattern's operations (filled in by the
+/// partition rules once a collection's partition key is known).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Partitions {
+    pub single: u64,
+    pub targeted: u64,
+    pub fanout: u64,
+    pub unknown: u64,
+}
+
+impl Partitions {
+    /// The worst class seen, as the report's partitions column shows it.
+    pub fn label(&self) -> &'static str {
+        if self.fanout > 0 {
+            "fan-out"
+        } else if self.targeted > 0 {
+            "targeted"
+        } else if self.single > 0 {
+            "single"
+        } else {
+            "unknown"
+        }
+    }
+}
+
+pub struct PatternStats {
+    pub name: String,
+    pub named_by: NamedBy,
+    pub namespaces: Vec<String>,
+    /// Shape ids in the order first seen.
+    pub shapes: Vec<u64>,
+    /// The shapes of the first complete invocation, in order.
+    pub sequence: Vec<u64>,
+    pub invocations: u64,
+    pub round_trips: u64,
+    /// Microseconds per invocation.
+    pub latency: Histogram<u64>,
+    pub docs_returned: u64,
+    pub bytes_returned: u64,
+    pub errors: BTreeMap<i32, u64>,
+    pub partitions: Partitions,
+}
+
+const MAX_SHAPES_PER_PATTERN: usize = 32;
+const MAX_NAMESPACES_PER_PATTERN: usize = 16;
+
+impl PatternStats {
+    fn new(name: String, named_by: NamedBy) -> PatternStats {
+        PatternStats {
+            name,
+            named_by,
+            namespaces: Vec::new(),
+            shapes: Vec::new(),
+            sequence: Vec::new(),
+            invocations: 0,
+            round_trips: 0,
+            latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
+                .expect("valid histogram bounds"),
+            docs_returned: 0,
+            bytes_returned: 0,
+            errors: BTreeMap::new(),
+            partitions: Partitions::default(),
+        }
+    }
+
+    pub fn round_trips_per_invocation(&self) -> f64 {
+        if self.invocations == 0 {
+            0.0
+        } else {
+            self.round_trips as f64 / self.invocations as f64
+        }
+    }
+}
+
+/// A shape as the report lists it.
+#[derive(Clone, Debug)]
+pub struct ShapeInfo {
+    pub shape: Shape,
+    pub command: String,
+    pub namespace: String,
+    pub count: u64,
+}
+
+/// One invocation in progress on a connection.
+#[derive(Clone, Debug)]
+pub struct Invocation {
+    pub pattern: String,
+    pub first_shape: u64,
+    pub round_trips: u64,
+    pub latency_micros: u64,
+    pub docs: u64,
+    pub bytes: u64,
+    pub shapes: Vec<u64>,
+    pub errors: Vec<i32>,
+}
+
+pub struct PatternTable {
+    pub patterns: Lru<String, PatternStats>,
+    pub shapes: Lru<u64, ShapeInfo>,
+}
+
+impl Default for PatternTable {
+    fn default() -> Self {
+        PatternTable {
+            patterns: Lru::new(2_000),
+            shapes: Lru::new(10_000),
+        }
+    }
+}
+
+impl PatternTable {
+    /// Notes that `shape` ran as part of `pattern`.
+    pub fn touch(
+        &mut self,
+        pattern: &str,
+        named_by: NamedBy,
+        namespace: &str,
+        shape: &Shape,
+        command: &str,
+    ) {
+        let info = self.shapes.get_or_insert_with(&shape.hash, || ShapeInfo {
+            shape: shape.clone(),
+            command: command.to_string(),
+            namespace: namespace.to_string(),
+            count: 0,
+        });
+        info.count += 1;
+        let stats = self.patterns.get_or_insert_with(&pattern.to_string(), || {
+            PatternStats::new(pattern.to_string(), named_by)
+        });
+        if !stats.shapes.contains(&shape.hash) && stats.shapes.len() < MAX_SHAPES_PER_PATTERN {
+            stats.shapes.push(shape.hash);
+        }
+        if !stats.namespaces.iter().any(|n| n == namespace)
+            && stats.namespaces.len() < MAX_NAMESPACES_PER_PATTERN
+        {
+            stats.namespaces.push(namespace.to_string());
+        }
+    }
+
+    /// Folds a finished invocation into its pattern.
+    pub fn commit(&mut self, inv: &Invocation) {
+        let Some(stats) = self.patterns.map_get_mut(&inv.pattern) else {
+            return;
+        };
+        stats.invocations += 1;
+        stats.round_trips += inv.round_trips;
+        stats.docs_returned += inv.docs;
+        stats.bytes_returned += inv.bytes;
+        let _ = stats.latency.record(inv.latency_micros.max(1));
+        for code in &inv.errors {
+            *stats.errors.entry(*code).or_default() += 1;
+        }
+        if stats.sequence.is_empty() {
+            stats.sequence = inv.shapes.clone();
+        }
+    }
+
+    /// A round trip that belongs to no open invocation (a getMore whose
+    /// cursor's pattern is no longer the connection's current one).
+    pub fn add_round_trip(&mut self, pattern: &str, docs: u64, bytes: u64) {
+        if let Some(stats) = self.patterns.map_get_mut(&pattern.to_string()) {
+            stats.round_trips += 1;
+            stats.docs_returned += docs;
+            stats.bytes_returned += bytes;
+        }
+    }
+
+    pub fn get(&self, pattern: &str) -> Option<&PatternStats> {
+        self.patterns.get(&pattern.to_string())
+    }
+}

@@ -1,0 +1,433 @@
+//! What wirelint has learnt about each namespace, for rules to read:
+//! document sizes, array lengths per field path (array elements folded as
+//! `arr.$`), arrays seen growing in the same document, and write operators
+//! per path. Everything is capped: namespaces, paths per namespace and
+//! documents remembered per namespace are bounded and the least recently
+//! used entries are evicted, so memory stays flat however long it runs.
+
+use super::shape::fnv1a;
+use bson::{RawBsonRef, RawDocument};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// Limits on what is remembered.
+#[derive(Clone, Debug)]
+pub struct Caps {
+    pub namespaces: usize,
+    pub paths_per_namespace: usize,
+    pub documents_per_namespace: usize,
+    /// Nesting followed when walking a document.
+    pub depth: usize,
+    /// Elements of an array looked into (for arrays inside arrays).
+    pub elements_sampled: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps {
+            namespaces: 1_000,
+            paths_per_namespace: 256,
+            documents_per_namespace: 10_000,
+            depth: 8,
+            elements_sampled: 16,
+        }
+    }
+}
+
+/// A map that forgets its least recently used entries past a capacity.
+/// Eviction drops the oldest tenth at once, so its cost is amortized.
+#[derive(Debug)]
+pub struct Lru<K, V> {
+    map: HashMap<K, (V, u64)>,
+    clock: u64,
+    cap: usize,
+    pub evicted: u64,
+}
+
+impl<K: Hash + Eq + Clone, V> Lru<K, V> {
+    pub fn new(cap: usize) -> Self {
+        Lru {
+            map: HashMap::new(),
+            clock: 0,
+            cap: cap.max(1),
+            evicted: 0,
+        }
+    }
+
+    pub fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
+        self.clock += 1;
+        if !self.map.contains_key(key) {
+            if self.map.len() >= self.cap {
+                self.evict();
+            }
+            self.map.insert(key.clone(), (make(), self.clock));
+        }
+        let entry = self.map.get_mut(key).expect("just inserted");
+        entry.1 = self.clock;
+        &mut entry.0
+    }
+
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.map.get(key).map(|(v, _)| v)
+    }
+
+    /// Mutable access without refreshing recency or inserting.
+    pub fn map_get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.get_mut(key).map(|(v, _)| v)
+    }
+
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        self.map.remove(key).map(|(v, _)| v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.map.iter().map(|(k, (v, _))| (k, v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn evict(&mut self) {
+        let drop = (self.cap / 10).max(1);
+        let mut ages: Vec<u64> = self.map.values().map(|(_, t)| *t).collect();
+        ages.sort_unstable();
+        let cutoff = ages[drop.min(ages.len()) - 1];
+        let before = self.map.len();
+        self.map.retain(|_, (_, t)| *t > cutoff);
+        self.evicted += (before - self.map.len()) as u64;
+    }
+}
+
+/// A histogram over powers of two (with two sub-buckets each): small and
+/// fixed-size, precise enough to say "p99 ≈ 300 elements".
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Log2Hist {
+    #[serde(skip)]
+    buckets: Vec<u64>,
+    pub count: u64,
+    pub max: u64,
+    pub sum: u64,
+}
+
+impl Log2Hist {
+    fn bucket(v: u64) -> usize {
+        if v < 2 {
+            return v as usize;
+        }
+        let log = 63 - v.leading_zeros() as usize;
+        let half = ((v >> (log - 1)) & 1) as usize;
+        2 + (log - 1) * 2 + half
+    }
+
+    fn upper(bucket: usize) -> u64 {
+        if bucket < 2 {
+            return bucket as u64;
+        }
+        let log = (bucket - 2) / 2 + 1;
+        let half = (bucket - 2) % 2;
+        let base = 1u64 << log;
+        base + (half as u64 + 1) * (base / 2) - 1
+    }
+
+    pub fn record(&mut self, v: u64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; 130];
+        }
+        let b = Self::bucket(v).min(self.buckets.len() - 1);
+        self.buckets[b] += 1;
+        self.count += 1;
+        self.sum = self.sum.saturating_add(v);
+        self.max = self.max.max(v);
+    }
+
+    /// An upper bound of the value at quantile `q` (0..=1).
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Self::upper(b).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+}
+
+/// Array lengths seen at one field path.
+#[derive(Debug, Default, Serialize)]
+pub struct ArrayStats {
+    pub lengths: Log2Hist,
+    /// Times the same document's array was seen longer than before.
+    pub growth_events: u64,
+    /// The largest increase seen between two observations of one document.
+    pub max_growth: u64,
+}
+
+#[derive(Debug)]
+pub struct NamespaceState {
+    pub doc_sizes: Log2Hist,
+    pub arrays: Lru<String, ArrayStats>,
+    /// Hashed document id → (hashed path, length) of its arrays.
+    documents: Lru<u64, Vec<(u64, u32)>>,
+    /// (operator, path) → count, from updates.
+    pub write_ops: Lru<(String, String), u64>,
+}
+
+impl NamespaceState {
+    fn new(caps: &Caps) -> Self {
+        NamespaceState {
+            doc_sizes: Log2Hist::default(),
+            arrays: Lru::new(caps.paths_per_namespace),
+            documents: Lru::new(caps.documents_per_namespace),
+            write_ops: Lru::new(caps.paths_per_namespace),
+        }
+    }
+
+    pub fn documents_remembered(&self) -> usize {
+        self.documents.len()
+    }
+}
+
+/// All namespaces.
+#[derive(Debug)]
+pub struct Namespaces {
+    pub map: Lru<String, NamespaceState>,
+    pub caps: Caps,
+}
+
+impl Default for Namespaces {
+    fn default() -> Self {
+        Namespaces::new(Caps::default())
+    }
+}
+
+impl Namespaces {
+    pub fn new(caps: Caps) -> Namespaces {
+        Namespaces {
+            map: Lru::new(caps.namespaces),
+            caps,
+        }
+    }
+
+    pub fn get(&self, namespace: &str) -> Option<&NamespaceState> {
+        self.map.get(&namespace.to_string())
+    }
+
+    fn state(&mut self, namespace: &str) -> &mut NamespaceState {
+        let caps = self.caps.clone();
+        self.map
+            .get_or_insert_with(&namespace.to_string(), || NamespaceState::new(&caps))
+    }
+
+    /// Records a document: its size, and the length of every array in it.
+    pub fn observe_document(&mut self, namespace: &str, doc: &RawDocument) {
+        let caps = self.caps.clone();
+        let state = self.state(namespace);
+        state.doc_sizes.record(doc.as_bytes().len() as u64);
+        let mut lengths = Vec::new();
+        walk_arrays(doc, "", 0, &caps, &mut lengths);
+        for (path, len) in &lengths {
+            state
+                .arrays
+                .get_or_insert_with(path, ArrayStats::default)
+                .lengths
+                .record(*len as u64);
+        }
+        // Growth: compare with what this document's arrays were last time.
+        let Some(id) = doc.get("_id").ok().flatten() else {
+            return;
+        };
+        let id = fnv1a(&raw_value_bytes(id));
+        let now: Vec<(u64, u32)> = lengths
+            .iter()
+            .filter(|(p, _)| !p.contains('$'))
+            .take(16)
+            .map(|(p, l)| (fnv1a(p.as_bytes()), *l))
+            .collect();
+        let previous = state.documents.get(&id).cloned();
+        if let Some(previous) = previous {
+            for (path, len) in &lengths {
+                let h = fnv1a(path.as_bytes());
+                if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
+                    if len > before {
+                        let stats = state.arrays.get_or_insert_with(path, ArrayStats::default);
+                        stats.growth_events += 1;
+                        stats.max_growth = stats.max_growth.max((len - before) as u64);
+                    }
+                }
+            }
+        }
+        *state.documents.get_or_insert_with(&id, Vec::new) = now;
+    }
+
+    /// Records the operators and paths of an update document.
+    pub fn observe_update(&mut self, namespace: &str, update: &RawDocument) {
+        let state = self.state(namespace);
+        for (op, fields) in update.iter().flatten() {
+            if !op.as_str().starts_with('$') {
+                return;
+            }
+            if let RawBsonRef::Document(fields) = fields {
+                for (path, _) in fields.iter().flatten() {
+                    *state.write_ops.get_or_insert_with(
+                        &(op.as_str().to_string(), path.as_str().to_string()),
+                        || 0,
+                    ) += 1;
+                }
+            }
+        }
+    }
+}
+
+fn raw_value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
+    // Hash the value's own encoding (type tag + bytes); only equality matters.
+    let mut out = vec![v.element_type() as u8];
+    match v {
+        RawBsonRef::String(s) => out.extend_from_slice(s.as_bytes()),
+        RawBsonRef::ObjectId(o) => out.extend_from_slice(&o.bytes()),
+        RawBsonRef::Int32(i) => out.extend_from_slice(&i.to_le_bytes()),
+        RawBsonRef::Int64(i) => out.extend_from_slice(&i.to_le_bytes()),
+        RawBsonRef::Double(d) => out.extend_from_slice(&d.to_le_bytes()),
+        RawBsonRef::Binary(b) => out.extend_from_slice(b.bytes),
+        RawBsonRef::Document(d) => out.extend_from_slice(d.as_bytes()),
+        RawBsonRef::Array(a) => out.extend_from_slice(a.as_bytes()),
+        RawBsonRef::DateTime(d) => out.extend_from_slice(&d.timestamp_millis().to_le_bytes()),
+        other => out.extend_from_slice(format!("{other:?}").as_bytes()),
+    }
+    out
+}
+
+/// Collects (path, length) for every array, elements folded as `path.$`.
+fn walk_arrays(
+    doc: &RawDocument,
+    prefix: &str,
+    depth: usize,
+    caps: &Caps,
+    out: &mut Vec<(String, u32)>,
+) {
+    if depth >= caps.depth || out.len() >= caps.paths_per_namespace {
+        return;
+    }
+    for (key, value) in doc.iter().flatten() {
+        let path = if prefix.is_empty() {
+            key.as_str().to_string()
+        } else {
+            format!("{prefix}.{}", key.as_str())
+        };
+        match value {
+            RawBsonRef::Document(sub) => walk_arrays(sub, &path, depth + 1, caps, out),
+            RawBsonRef::Array(array) => {
+                let mut len = 0u32;
+                let element_path = format!("{path}.$");
+                for (i, element) in array.into_iter().flatten().enumerate() {
+                    len += 1;
+                    if i < caps.elements_sampled {
+                        if let RawBsonRef::Document(sub) = element {
+                            walk_arrays(sub, &element_path, depth + 1, caps, out);
+                        }
+                    }
+                }
+                out.push((path, len));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    #[test]
+    fn lru_forgets_the_least_recently_used() {
+        let mut lru = Lru::new(10);
+        for i in 0..10 {
+            *lru.get_or_insert_with(&i, || 0) += 1;
+        }
+        lru.get_or_insert_with(&0, || 0); // 0 is fresh again
+        lru.get_or_insert_with(&10, || 0);
+        assert_eq!(lru.len(), 10);
+        assert!(lru.get(&0).is_some() && lru.get(&1).is_none());
+        for i in 100..10_000 {
+            lru.get_or_insert_with(&i, || 0);
+        }
+        assert!(lru.len() <= 10);
+    }
+
+    #[test]
+    fn histogram_quantiles_bound_the_value() {
+        let mut h = Log2Hist::default();
+        for v in 1..=1000 {
+            h.record(v);
+        }
+        assert_eq!(h.max, 1000);
+        let p99 = h.quantile(0.99);
+        assert!((990..=1000).contains(&p99), "{p99}");
+        assert!(
+            h.quantile(0.5) >= 500 && h.quantile(0.5) < 768,
+            "{}",
+            h.quantile(0.5)
+        );
+        for v in [0u64, 1, 2, 3, 4, 5, 6, 7, 8, 100, 1 << 40] {
+            assert!(Log2Hist::upper(Log2Hist::bucket(v)) >= v, "{v}");
+        }
+    }
+
+    #[test]
+    fn arrays_are_measured_per_folded_path_and_growth_is_seen() {
+        let mut ns = Namespaces::default();
+        let doc = |n: i32| {
+            let comments: Vec<bson::Bson> = (0..n)
+                .map(|i| bson::bson!({"t": i, "likes": [1, 2]}))
+                .collect();
+            bson::RawDocumentBuf::try_from(
+                &bson::doc! {"_id": 1, "comments": comments, "meta": {"tags": ["a"]}},
+            )
+            .unwrap()
+        };
+        ns.observe_document("blog.posts", &doc(3));
+        ns.observe_document("blog.posts", &doc(5));
+        let state = ns.get("blog.posts").unwrap();
+        let comments = state.arrays.get(&"comments".to_string()).unwrap();
+        assert_eq!(comments.lengths.max, 5);
+        assert_eq!(comments.growth_events, 1);
+        assert_eq!(comments.max_growth, 2);
+        assert!(state.arrays.get(&"comments.$.likes".to_string()).is_some());
+        assert!(state.arrays.get(&"meta.tags".to_string()).is_some());
+        assert_eq!(state.doc_sizes.count, 2);
+        ns.observe_update(
+            "blog.posts",
+            &rawdoc! {"$push": {"comments": {"t": 1}}, "$inc": {"n": 1}},
+        );
+        let state = ns.get("blog.posts").unwrap();
+        assert_eq!(
+            state
+                .write_ops
+                .get(&("$push".to_string(), "comments".to_string())),
+            Some(&1)
+        );
+    }
+}

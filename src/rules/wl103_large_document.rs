@@ -1,0 +1,94 @@
+//! WL103 large-document: a document over 2 MiB (Atlas "bloated documents";
+//! the Azure Cosmos DB for NoSQL item limit) is a warning, over 10 MiB (most
+//! of the way to the 16 MiB BSON limit) an error. Seen on inserts,
+//! replacements and reads alike.
+
+use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL103",
+    name: "large-document",
+    severity: Severity::Warning,
+    summary: "Documents are large enough to cost on every read and write, and to approach the 16 MiB BSON limit.",
+    advice: "Split the document: keep in it only what is read together (subset pattern) and move the rest — \
+             large arrays, rarely used detail — to its own collection with a reference back.",
+    seed: "seed 002 (subset pattern, reference pattern)",
+    thresholds: &[
+        Threshold { name: "warn", default: 2_097_152.0, help: "bytes; a warning from this size" },
+        Threshold { name: "error", default: 10_485_760.0, help: "bytes; an error from this size" },
+    ],
+};
+
+#[derive(Default)]
+pub struct LargeDocument {
+    /// (namespace) → (documents over the warning size, largest seen).
+    seen: BTreeMap<String, (u64, u64)>,
+}
+
+impl Rule for LargeDocument {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_document(
+        &mut self,
+        op: &OpView<'_>,
+        doc: &bson::RawDocument,
+        source: DocSource,
+        cx: &mut RuleContext<'_>,
+    ) {
+        let size = doc.as_bytes().len() as u64;
+        let warn = cx.threshold(&META, op.namespace, "warn");
+        if (size as f64) < warn {
+            return;
+        }
+        let error = cx.threshold(&META, op.namespace, "error");
+        let severity = if size as f64 >= error {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        let entry = self.seen.entry(op.namespace.to_string()).or_default();
+        entry.0 += 1;
+        entry.1 = entry.1.max(size);
+        let (over, largest) = *entry;
+        let mut evidence = BTreeMap::new();
+        evidence.insert("largest_bytes".into(), json!(largest));
+        evidence.insert("documents_over_warn".into(), json!(over));
+        evidence.insert("warn_bytes".into(), json!(warn as u64));
+        evidence.insert("error_bytes".into(), json!(error as u64));
+        evidence.insert("seen_when".into(), json!(source.as_str()));
+        cx.report(
+            &META,
+            FindingDraft {
+                namespace: op.namespace.to_string(),
+                subject: "(documents)".into(),
+                severity,
+                pattern: Some(op.pattern.to_string()),
+                shape: Some(op.shape.text.clone()),
+                message: format!(
+                    "{} document of {} (largest so far {}; {over} over {})",
+                    source.as_str(),
+                    human_bytes(size),
+                    human_bytes(largest),
+                    human_bytes(warn as u64)
+                ),
+                evidence,
+            },
+        );
+    }
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let f = n as f64;
+    if f >= KIB * KIB {
+        format!("{:.1} MiB", f / KIB / KIB)
+    } else if f >= KIB {
+        format!("{:.1} KiB", f / KIB)
+    } else {
+        format!("{n} B")
+    }
+}

@@ -1,0 +1,132 @@
+//! WL504 lookup-heavy: reads on a collection lean on `$lookup` — more than
+//! half of them (once there are enough to judge), or more than 100 in all,
+//! the thresholds Atlas's schema advisor uses. Each `$lookup` is a join done
+//! on every read; the seeds' answer is to embed or denormalize what is
+//! joined.
+
+use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::command::Kind;
+use bson::{RawArray, RawBsonRef};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL504",
+    name: "lookup-heavy",
+    severity: Severity::Warning,
+    summary: "Reads of this collection join another with $lookup most of the time.",
+    advice: "Embed the joined data, or denormalize the few fields the reads need (e.g. the author's name \
+             on each post), so one read answers the request without a join.",
+    seed: "seed 002 ($lookup and the extended reference / subset patterns)",
+    thresholds: &[
+        Threshold { name: "share", default: 0.5, help: "fraction of reads using $lookup above which it fires" },
+        Threshold { name: "min_reads", default: 20.0, help: "reads needed before the share is judged" },
+        Threshold { name: "max_lookups", default: 100.0, help: "reads using $lookup above which it fires whatever the share" },
+    ],
+};
+
+#[derive(Default)]
+struct Counts {
+    reads: u64,
+    with_lookup: u64,
+    joined: BTreeSet<String>,
+}
+
+#[derive(Default)]
+pub struct LookupHeavy {
+    namespaces: BTreeMap<String, Counts>,
+}
+
+/// The collections a pipeline joins, looking into nested pipelines.
+fn lookups(pipeline: &RawArray, out: &mut BTreeSet<String>, depth: usize) {
+    if depth > 4 {
+        return;
+    }
+    for stage in pipeline.into_iter().flatten() {
+        let RawBsonRef::Document(stage) = stage else {
+            continue;
+        };
+        for (name, body) in stage.iter().flatten() {
+            match (name.as_str(), body) {
+                ("$lookup" | "$graphLookup", RawBsonRef::Document(l)) => {
+                    out.insert(l.get_str("from").unwrap_or("?").to_string());
+                    if let Ok(p) = l.get_array("pipeline") {
+                        lookups(p, out, depth + 1);
+                    }
+                }
+                ("$facet", RawBsonRef::Document(f)) => {
+                    for (_, sub) in f.iter().flatten() {
+                        if let RawBsonRef::Array(p) = sub {
+                            lookups(p, out, depth + 1);
+                        }
+                    }
+                }
+                ("$unionWith", RawBsonRef::Document(u)) => {
+                    if let Ok(p) = u.get_array("pipeline") {
+                        lookups(p, out, depth + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Rule for LookupHeavy {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
+        if !matches!(op.cmd.kind, Kind::Find | Kind::Aggregate) {
+            return;
+        }
+        let mut joined = BTreeSet::new();
+        if let Some(p) = op.cmd.pipeline() {
+            lookups(p, &mut joined, 0);
+        }
+        let counts = self.namespaces.entry(op.namespace.to_string()).or_default();
+        counts.reads += 1;
+        if joined.is_empty() {
+            return;
+        }
+        counts.with_lookup += 1;
+        counts.joined.extend(joined);
+        let share = counts.with_lookup as f64 / counts.reads as f64;
+        let min_reads = cx.threshold(&META, op.namespace, "min_reads");
+        let share_limit = cx.threshold(&META, op.namespace, "share");
+        let max_lookups = cx.threshold(&META, op.namespace, "max_lookups");
+        let by_share = counts.reads as f64 >= min_reads && share > share_limit;
+        let by_count = counts.with_lookup as f64 > max_lookups;
+        if !(by_share || by_count) {
+            return;
+        }
+        let mut evidence = BTreeMap::new();
+        evidence.insert("reads".into(), json!(counts.reads));
+        evidence.insert("reads_with_lookup".into(), json!(counts.with_lookup));
+        evidence.insert("share".into(), json!((share * 1000.0).round() / 1000.0));
+        evidence.insert(
+            "joined_collections".into(),
+            json!(counts.joined.iter().collect::<Vec<_>>()),
+        );
+        let message = format!(
+            "{} of {} reads ({:.0} %) join with $lookup ({})",
+            counts.with_lookup,
+            counts.reads,
+            share * 100.0,
+            counts.joined.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        cx.report(
+            &META,
+            FindingDraft {
+                namespace: op.namespace.to_string(),
+                subject: "(reads)".into(),
+                severity: META.severity,
+                pattern: Some(op.pattern.to_string()),
+                shape: Some(op.shape.text.clone()),
+                message,
+                evidence,
+            },
+        );
+    }
+}
