@@ -5,6 +5,8 @@
 use crate::config::{self, ClientTls, ConfigError, FileConfig, Origin, ProxySettings};
 use crate::proxy::uri::UpstreamUri;
 use crate::proxy::Proxy;
+use crate::report::Report;
+use crate::rules::Severity;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,7 +47,58 @@ connection to the upstream, and the original bytes are forwarded both ways. When
 replica set, wirelint connects to its primary and presents itself to drivers as a router, so drivers \
 with default options keep talking to wirelint (no directConnection needed)."
     )]
-    Proxy(ProxyArgs),
+    Proxy(Box<ProxyArgs>),
+
+    /// Print a report written by `wirelint proxy --report FILE`.
+    Report(ReportArgs),
+
+    /// Compare two reports pattern by pattern (round trips, latency, partitions, findings).
+    Diff {
+        /// The report before the change.
+        before: PathBuf,
+        /// The report after the change.
+        after: PathBuf,
+    },
+
+    /// List the rules, their default severity, thresholds and sources.
+    Rules,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// A JSON report written by `wirelint proxy --report FILE`.
+    pub file: PathBuf,
+    /// Output format: the access-pattern table and findings as text or Markdown, SARIF 2.1.0 for code scanning, or the JSON itself.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
+    /// Exit with status 3 when a finding at or above this severity is in the report.
+    #[arg(long, value_enum)]
+    pub fail_on: Option<Level>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Markdown,
+    Sarif,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Level {
+    fn severity(self) -> Severity {
+        match self {
+            Level::Info => Severity::Info,
+            Level::Warning => Severity::Warning,
+            Level::Error => Severity::Error,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug, Default)]
@@ -119,11 +172,42 @@ pub struct ProxyArgs {
     /// Forward replica-set hello replies unchanged (drivers will then find and use the members directly).
     #[arg(long, env = "WIRELINT_NO_TOPOLOGY_REWRITE")]
     pub no_topology_rewrite: bool,
+
+    /// Write a JSON report (patterns, shapes, findings, counters) here, periodically and at shutdown.
+    #[arg(long, env = "WIRELINT_REPORT", value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// How often the report file is rewritten [default: 30s].
+    #[arg(long, env = "WIRELINT_REPORT_INTERVAL", value_name = "DURATION")]
+    pub report_interval: Option<String>,
+
+    /// At shutdown, exit with status 3 if a finding at or above this severity exists (for CI).
+    #[arg(long, env = "WIRELINT_FAIL_ON", value_enum)]
+    pub fail_on: Option<Level>,
+
+    /// Serve /metrics, /findings, /patterns and /healthz over HTTP on this address (e.g. 127.0.0.1:9090).
+    #[arg(long, env = "WIRELINT_ADMIN", value_name = "HOST:PORT")]
+    pub admin: Option<String>,
+
+    /// Allow literal values from the traffic (e.g. example ids) in findings. Off by default: outputs carry shapes only.
+    #[arg(long, env = "WIRELINT_SHOW_VALUES")]
+    pub show_values: bool,
+
+    /// How often a one-line summary (ops/s, patterns, findings, drops) is printed; "off" for none [default: 30s].
+    #[arg(long, env = "WIRELINT_SUMMARY_INTERVAL", value_name = "DURATION")]
+    pub summary_interval: Option<String>,
+}
+
+/// What the CLI does around the proxy, beyond its settings.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub fail_on: Option<Severity>,
+    pub summary_interval: Option<Duration>,
 }
 
 impl ProxyArgs {
     /// Merges flags (and their environment variables) with the config file.
-    pub fn settings(&self) -> Result<(ProxySettings, Option<FileConfig>), ConfigError> {
+    pub fn settings(&self) -> Result<(ProxySettings, Option<FileConfig>, RunOptions), ConfigError> {
         let file = self.config.as_deref().map(FileConfig::load).transpose()?;
         let section = file.as_ref().map(|f| &f.proxy);
         let file_origin = || Origin::File(self.config.clone().unwrap_or_default());
@@ -197,6 +281,39 @@ impl ProxyArgs {
             !(self.no_analysis || section.and_then(|s| s.analysis) == Some(false));
         settings.rewrite_topology =
             !(self.no_topology_rewrite || section.and_then(|s| s.rewrite_topology) == Some(false));
+        settings.analysis.show_values =
+            self.show_values || section.and_then(|s| s.show_values) == Some(true);
+        settings.report = pick!(report, "report").map(|(v, _)| v);
+        settings.report_interval = duration(
+            pick!(report_interval, "report-interval"),
+            "report_interval",
+            Some(settings.report_interval),
+        )?
+        .unwrap_or(settings.report_interval);
+        settings.admin = pick!(admin, "admin").map(|(v, _)| v);
+        if let (Some(file), Some(path)) = (&file, &self.config) {
+            settings.analysis.rules = crate::rules::settings_from_config(file, path)?;
+        }
+        let fail_on = match (self.fail_on, section.and_then(|s| s.fail_on.clone())) {
+            (Some(level), _) => Some(level.severity()),
+            (None, Some(text)) => {
+                Some(Severity::parse(&text).ok_or_else(|| ConfigError::Invalid {
+                    origin: file_origin().to_string(),
+                    key: "fail_on".into(),
+                    message: format!("must be \"info\", \"warning\" or \"error\", not {text:?}"),
+                })?)
+            }
+            (None, None) => None,
+        };
+        let summary_interval = duration(
+            pick!(summary_interval, "summary-interval"),
+            "summary_interval",
+            Some(Duration::from_secs(30)),
+        )?;
+        let run = RunOptions {
+            fail_on,
+            summary_interval,
+        };
 
         let cert = pick!(tls_cert, "tls-cert");
         let key = pick!(tls_key, "tls-key");
@@ -219,7 +336,7 @@ impl ProxyArgs {
                 })
             }
         };
-        Ok((settings, file))
+        Ok((settings, file, run))
     }
 }
 
@@ -243,8 +360,38 @@ pub fn init_logging(format: LogFormat) {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     match &cli.command {
+        Command::Report(args) => report_command(args),
+        Command::Diff { before, after } => match (Report::load(before), Report::load(after)) {
+            (Ok(a), Ok(b)) => {
+                print!("{}", crate::report::diff::diff(&a, &b));
+                0
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("wirelint: {e}");
+                2
+            }
+        },
+        Command::Rules => {
+            for m in crate::rules::catalogue() {
+                println!(
+                    "{} {} [{}]\n  {}\n  → {}\n  source: {} · {}",
+                    m.id,
+                    m.name,
+                    m.severity.as_str(),
+                    m.summary,
+                    m.advice,
+                    m.seed,
+                    m.docs_path()
+                );
+                for t in m.thresholds {
+                    println!("  {} = {} ({})", t.name, t.default, t.help);
+                }
+                println!();
+            }
+            0
+        }
         Command::Proxy(args) => {
-            let (settings, file) = match args.settings() {
+            let (mut settings, file, run) = match args.settings() {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("wirelint: {e}");
@@ -277,13 +424,40 @@ pub fn main() -> i32 {
                     return 1;
                 }
             };
-            runtime.block_on(run_proxy(settings))
+            settings.analysis.live = Some(crate::report::live::print_finding);
+            runtime.block_on(run_proxy(settings, run))
         }
     }
 }
 
-async fn run_proxy(settings: ProxySettings) -> i32 {
-    let proxy = match Proxy::start(settings).await {
+fn report_command(args: &ReportArgs) -> i32 {
+    let report = match Report::load(&args.file) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("wirelint: {e}");
+            return 2;
+        }
+    };
+    match args.format {
+        ReportFormat::Text => print!("{}", crate::report::table::text(&report)),
+        ReportFormat::Markdown => print!("{}", crate::report::table::markdown(&report)),
+        ReportFormat::Sarif => println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::report::sarif::sarif(&report)).unwrap_or_default()
+        ),
+        ReportFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ),
+    }
+    match (args.fail_on, report.worst()) {
+        (Some(level), Some(worst)) if worst >= level.severity() => 3,
+        _ => 0,
+    }
+}
+
+async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
+    let mut proxy = match Proxy::start(settings).await {
         Ok(p) => p,
         Err(e) => {
             tracing::error!("{e}");
@@ -296,9 +470,41 @@ async fn run_proxy(settings: ProxySettings) -> i32 {
         "wirelint is forwarding; connect your application to {}",
         proxy.connection_string()
     );
+    let summary = run.summary_interval.map(|every| {
+        let observed = proxy.knowledge();
+        let stats_source = proxy.stats_handle();
+        tokio::spawn(async move {
+            let mut last = stats_source.snapshot().requests_forwarded;
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let now = stats_source.snapshot();
+                let (patterns, findings) = {
+                    let k = observed.lock().unwrap_or_else(|p| p.into_inner());
+                    (k.patterns.patterns.len(), k.findings.len())
+                };
+                eprintln!(
+                    "{}",
+                    crate::report::live::summary_line(
+                        (now.requests_forwarded - last) as f64 / every.as_secs_f64(),
+                        patterns,
+                        findings,
+                        now.analysis_dropped
+                    )
+                );
+                last = now.requests_forwarded;
+            }
+        })
+    });
     wait_for_signal().await;
+    if let Some(task) = summary {
+        task.abort();
+    }
     tracing::info!("shutting down: no new connections; open ones finish what is in flight");
-    let stats = proxy.shutdown().await;
+    let findings_worst = |p: &Proxy| p.findings().iter().map(|f| f.severity).max();
+    let stats = proxy.stop().await;
+    let worst = findings_worst(&proxy);
     tracing::info!(
         connections = stats.connections_accepted,
         requests = stats.requests_forwarded,
@@ -309,7 +515,16 @@ async fn run_proxy(settings: ProxySettings) -> i32 {
     if let Ok(json) = serde_json::to_string(&stats) {
         tracing::debug!("final counters: {json}");
     }
-    0
+    match (run.fail_on, worst) {
+        (Some(level), Some(worst)) if worst >= level => {
+            eprintln!(
+                "wirelint: findings at or above {} (--fail-on): exiting with status 3",
+                level.as_str()
+            );
+            3
+        }
+        _ => 0,
+    }
 }
 
 async fn wait_for_signal() {

@@ -44,6 +44,12 @@ pub struct ProxySection {
     pub analysis_workers: Option<usize>,
     pub rewrite_topology: Option<bool>,
     pub log_format: Option<String>,
+    pub report: Option<PathBuf>,
+    pub report_interval: Option<String>,
+    pub fail_on: Option<String>,
+    pub admin: Option<String>,
+    pub show_values: Option<bool>,
+    pub summary_interval: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -227,6 +233,11 @@ pub struct ProxySettings {
     pub analysis: AnalysisSettings,
     /// Rewrite replica-set hello replies so drivers stay on the proxy.
     pub rewrite_topology: bool,
+    /// Write the JSON report here every `report_interval` and at shutdown.
+    pub report: Option<PathBuf>,
+    pub report_interval: Duration,
+    /// Serve /metrics, /findings, /patterns and /healthz on this address.
+    pub admin: Option<String>,
 }
 
 impl ProxySettings {
@@ -247,6 +258,9 @@ impl ProxySettings {
             shutdown_grace: Duration::from_secs(10),
             analysis: AnalysisSettings::default(),
             rewrite_topology: true,
+            report: None,
+            report_interval: Duration::from_secs(30),
+            admin: None,
         })
     }
 }

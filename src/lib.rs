@@ -22,10 +22,12 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod admin;
 pub mod analysis;
 pub mod cli;
 pub mod config;
 pub mod proxy;
+pub mod report;
 pub mod rules;
 pub mod stats;
 pub mod wire;

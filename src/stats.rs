@@ -43,6 +43,8 @@ pub struct Stats {
     pub bytes: [AtomicU64; 2],
     pub hello_rewrites: AtomicU64,
     pub analysis_enqueued: AtomicU64,
+    /// Taken off the queue by a worker (enqueued − processed = queue depth).
+    pub analysis_processed: AtomicU64,
     pub analysis_dropped: AtomicU64,
     /// Connections closed for a framing error, by kind. Rare: a mutex is fine.
     pub frame_errors: Mutex<BTreeMap<&'static str, u64>>,
@@ -93,6 +95,7 @@ pub struct StatsSnapshot {
     pub reply_bytes: u64,
     pub hello_rewrites: u64,
     pub analysis_enqueued: u64,
+    pub analysis_processed: u64,
     pub analysis_dropped: u64,
     pub frame_errors: BTreeMap<String, u64>,
     /// `"request OP_MSG"` → count.
@@ -133,6 +136,7 @@ impl Stats {
             reply_bytes: self.bytes[1].load(Relaxed),
             hello_rewrites: self.hello_rewrites.load(Relaxed),
             analysis_enqueued: self.analysis_enqueued.load(Relaxed),
+            analysis_processed: self.analysis_processed.load(Relaxed),
             analysis_dropped: self.analysis_dropped.load(Relaxed),
             frame_errors: self
                 .frame_errors

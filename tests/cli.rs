@@ -9,15 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn wirelint() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wirelint"));
-    // Start from a clean environment as far as wirelint is concerned.
-    for (key, _) in std::env::vars() {
-        if key.starts_with("WIRELINT_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.env_remove("RUST_LOG");
-    cmd
+    common::wirelint_command()
 }
 
 fn run(cmd: &mut Command) -> (i32, String, String) {

@@ -10,18 +10,16 @@ use mongodb::options::ClientOptions;
 use mongodb::Client;
 use std::time::{Duration, Instant};
 
-async fn client(uri: &str) -> Client {
-    let mut options = ClientOptions::parse(uri).await.unwrap();
-    options.server_selection_timeout = Some(Duration::from_secs(10));
-    Client::with_options(options).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crud_through_wirelint_matches_direct() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
-    let direct = common::crud(&client(&backend.uri()).await, "crud_direct").await;
-    let through = common::crud(&client(&proxy.connection_string()).await, "crud_proxy").await;
+    let direct = common::crud(&common::client(&backend.uri()).await, "crud_direct").await;
+    let through = common::crud(
+        &common::client(&proxy.connection_string()).await,
+        "crud_proxy",
+    )
+    .await;
     assert_eq!(direct, through);
     assert!(direct.iter().any(|l| l.starts_with("find [")), "{direct:?}");
 
@@ -59,7 +57,7 @@ async fn crud_through_wirelint_matches_direct() {
 async fn cursor_of_1000_in_batches_of_7_with_getmore_and_killcursors() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
-    let client = client(&proxy.connection_string()).await;
+    let client = common::client(&proxy.connection_string()).await;
     let coll = client.database("cursor_test").collection::<Document>("c");
     let _ = coll.drop().await;
     coll.insert_many((0..1000).map(|i| doc! {"_id": i, "pad": "x".repeat(20)}))
@@ -138,8 +136,12 @@ async fn bulk_write_duplicate_key_error_passes_through_unchanged() {
         }
         out
     }
-    let direct = run(&client(&backend.uri()).await, "bulk_direct").await;
-    let through = run(&client(&proxy.connection_string()).await, "bulk_proxy").await;
+    let direct = run(&common::client(&backend.uri()).await, "bulk_direct").await;
+    let through = run(
+        &common::client(&proxy.connection_string()).await,
+        "bulk_proxy",
+    )
+    .await;
     // The message names the namespace; compare with it normalised.
     let norm = |v: Vec<String>| -> Vec<String> {
         v.into_iter()
@@ -158,7 +160,7 @@ async fn bulk_write_duplicate_key_error_passes_through_unchanged() {
 async fn a_15_mb_document_round_trips() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
-    let client = client(&proxy.connection_string()).await;
+    let client = common::client(&proxy.connection_string()).await;
     let coll = client.database("big_doc").collection::<Document>("c");
     let _ = coll.drop().await;
     let payload: String = (0..15_000_000u32)
@@ -186,8 +188,8 @@ async fn compression_negotiation_passes_through() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
     let with = |uri: &str| format!("{uri}?compressors=snappy,zlib,zstd");
-    let direct = client(&with(&backend.uri())).await;
-    let through = client(&with(&proxy.connection_string())).await;
+    let direct = common::client(&with(&backend.uri())).await;
+    let through = common::client(&with(&proxy.connection_string())).await;
     let hello = doc! {"hello": 1, "compression": ["snappy", "zlib", "zstd"]};
     let a = direct
         .database("admin")
@@ -259,7 +261,7 @@ async fn tls_on_the_client_side() {
         "mongodb://localhost:{port}/?tls=true&tlsCAFile={}",
         certs.ca.display()
     );
-    let c = client(&uri).await;
+    let c = common::client(&uri).await;
     c.database("tls_client")
         .collection::<Document>("c")
         .insert_one(doc! {"a": 1})
@@ -304,7 +306,7 @@ async fn tls_client_certificates_when_a_client_ca_is_set() {
         certs.ca.display(),
         certs.client_pem.display()
     );
-    client(&with_cert)
+    common::client(&with_cert)
         .await
         .database("admin")
         .run_command(doc! {"ping": 1})
@@ -339,7 +341,7 @@ async fn tls_on_the_upstream_side() {
         certs.ca.display()
     );
     let proxy = common::proxy(&upstream).await;
-    let c = client(&proxy.connection_string()).await;
+    let c = common::client(&proxy.connection_string()).await;
     let coll = c.database("tls_upstream").collection::<Document>("c");
     coll.insert_one(doc! {"over": "tls"}).await.unwrap();
     assert_eq!(coll.count_documents(doc! {"over": "tls"}).await.unwrap(), 1);
@@ -463,7 +465,7 @@ async fn graceful_shutdown_lets_in_flight_requests_finish_then_closes() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
     let addr = proxy.local_addr();
-    let c = client(&proxy.connection_string()).await;
+    let c = common::client(&proxy.connection_string()).await;
     let coll = c.database("shutdown_test").collection::<Document>("c");
     coll.insert_one(doc! {"a": 1}).await.unwrap();
     // A slow request in flight while shutdown starts.

@@ -109,7 +109,7 @@ struct ConnState {
 /// (a client that never reads its replies) the oldest are forgotten.
 const MAX_PENDING: usize = 1024;
 /// An invocation with no activity for this long is complete.
-const INVOCATION_IDLE: Duration = Duration::from_secs(1);
+const INVOCATION_IDLE: Duration = Duration::from_millis(500);
 /// Longest `comment` used as a pattern name.
 const MAX_PATTERN_NAME: usize = 80;
 

@@ -145,6 +145,9 @@ impl AnalysisQueue {
 
 fn worker(mut rx: mpsc::Receiver<Event>, stats: Arc<Stats>, mut engine: Engine) {
     while let Some(event) = rx.blocking_recv() {
+        if matches!(event, Event::Message { .. }) {
+            stats.analysis_processed.fetch_add(1, Relaxed);
+        }
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match event {
             Event::Message {
                 conn,

@@ -53,6 +53,11 @@ pub enum StartError {
     },
     #[error("{0}")]
     Tls(#[from] tls::TlsError),
+    #[error("cannot serve the admin HTTP endpoints on {addr}: {source}")]
+    Admin {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 /// A running proxy.
@@ -64,6 +69,10 @@ pub struct Proxy {
     workers: Option<AnalysisWorkers>,
     upstream: String,
     knowledge: Arc<Mutex<Knowledge>>,
+    report_path: Option<std::path::PathBuf>,
+    admin_addr: Option<SocketAddr>,
+    /// Read-only access to counters and knowledge (reports, admin).
+    observed: crate::admin::AdminState,
 }
 
 impl Proxy {
@@ -93,6 +102,23 @@ impl Proxy {
             AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         tokio::spawn(tick(analysis.clone(), shutdown_rx.clone()));
+        let admin_state = crate::admin::AdminState {
+            stats: stats.clone(),
+            knowledge: knowledge.clone(),
+            upstream: upstream_display.clone(),
+        };
+        let admin_addr = match &settings.admin {
+            Some(addr) => Some(serve_admin(addr, admin_state.clone(), shutdown_rx.clone()).await?),
+            None => None,
+        };
+        if let Some(path) = settings.report.clone() {
+            tokio::spawn(write_reports(
+                path,
+                settings.report_interval,
+                admin_state.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
         let ctx = Arc::new(SessionContext {
             upstream,
             analysis,
@@ -118,7 +144,20 @@ impl Proxy {
             workers: Some(workers),
             upstream: upstream_display,
             knowledge,
+            report_path: settings.report.clone(),
+            admin_addr,
+            observed: admin_state,
         })
+    }
+
+    /// Where the admin HTTP server listens, when one was asked for.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// A report of everything learnt so far.
+    pub fn report(&self) -> crate::report::Report {
+        self.observed.report()
     }
 
     /// What the analysis has learnt so far: patterns, shapes, namespaces
@@ -150,16 +189,33 @@ impl Proxy {
         self.stats.snapshot()
     }
 
+    /// The live counters (for a caller that samples them over time).
+    pub fn stats_handle(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
     /// Stops accepting, lets connections finish what is in flight (up to the
     /// grace period), closes them, waits for the analysis to drain, and
     /// returns the final counters.
     pub async fn shutdown(mut self) -> StatsSnapshot {
+        self.stop().await
+    }
+
+    /// As [`Proxy::shutdown`], keeping the proxy's knowledge readable
+    /// afterwards (findings, report).
+    pub async fn stop(&mut self) -> StatsSnapshot {
         let _ = self.shutdown.send(true);
         if let Some(accept_loop) = self.accept_loop.take() {
             let _ = accept_loop.await;
         }
         if let Some(workers) = self.workers.take() {
             let _ = tokio::task::spawn_blocking(move || workers.join()).await;
+        }
+        if let Some(path) = &self.report_path {
+            match self.report().write(path) {
+                Ok(()) => tracing::info!(report = %path.display(), "report written"),
+                Err(e) => tracing::error!(report = %path.display(), "cannot write the report: {e}"),
+            }
         }
         self.stats.snapshot()
     }
@@ -183,9 +239,66 @@ pub(crate) fn tune_socket(stream: &TcpStream) {
 
 static LIMIT_LOG: RateLimit = RateLimit::new();
 
-/// Ticks the analysis once a second until shutdown.
+/// Binds the admin HTTP server and serves it until shutdown.
+async fn serve_admin(
+    addr: &str,
+    state: crate::admin::AdminState,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<SocketAddr, StartError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Admin {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(|source| StartError::Admin {
+        addr: addr.to_string(),
+        source,
+    })?;
+    if !local.ip().is_loopback() {
+        tracing::warn!(%local, "the admin endpoints are reachable from other hosts; they show namespaces, shapes and findings");
+    }
+    let app = crate::admin::router(state);
+    tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::error!("admin HTTP server failed: {e}");
+        }
+    });
+    tracing::info!("admin endpoints on http://{local}/ (metrics, findings, patterns, healthz)");
+    Ok(local)
+}
+
+/// Rewrites the report file every `interval` until shutdown (the final
+/// one is written by `Proxy::shutdown`, after the analysis has drained).
+async fn write_reports(
+    path: std::path::PathBuf,
+    interval: Duration,
+    state: crate::admin::AdminState,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut every = tokio::time::interval(interval.max(Duration::from_secs(1)));
+    every.tick().await;
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                if let Err(e) = state.report().write(&path) {
+                    tracing::warn!(report = %path.display(), "cannot write the report: {e}");
+                }
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Ticks the analysis four times a second until shutdown.
 async fn tick(analysis: AnalysisQueue, mut shutdown: watch::Receiver<bool>) {
-    let mut every = tokio::time::interval(Duration::from_secs(1));
+    let mut every = tokio::time::interval(Duration::from_millis(250));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {

@@ -425,3 +425,22 @@ pub async fn servers_seen(uri: &str) -> Vec<String> {
     v.dedup();
     v
 }
+
+/// A driver client with a 10 s server-selection timeout.
+pub async fn client(uri: &str) -> mongodb::Client {
+    let mut options = mongodb::options::ClientOptions::parse(uri).await.unwrap();
+    options.server_selection_timeout = Some(Duration::from_secs(10));
+    mongodb::Client::with_options(options).unwrap()
+}
+
+/// The wirelint binary, with no `WIRELINT_*` variables inherited.
+pub fn wirelint_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wirelint"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("WIRELINT_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.env_remove("RUST_LOG");
+    cmd
+}

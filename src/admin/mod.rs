@@ -1,0 +1,306 @@
+//! The admin HTTP server (`--admin HOST:PORT`, loopback by default):
+//! `/metrics` in the Prometheus text format, `/findings` and `/patterns` as
+//! JSON, `/healthz`. It only reads; it shares nothing with the forwarding
+//! path but the counters.
+
+use crate::analysis::engine::Knowledge;
+use crate::report::Report;
+use crate::stats::Stats;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub stats: Arc<Stats>,
+    pub knowledge: Arc<Mutex<Knowledge>>,
+    pub upstream: String,
+}
+
+impl AdminState {
+    pub fn report(&self) -> Report {
+        let snapshot = self.stats.snapshot();
+        let k = self.knowledge.lock().unwrap_or_else(|p| p.into_inner());
+        Report::build(&k, &snapshot, &self.upstream)
+    }
+}
+
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .route("/findings", get(findings))
+        .route("/patterns", get(patterns))
+        .with_state(state)
+}
+
+async fn findings(State(state): State<AdminState>) -> impl IntoResponse {
+    Json(state.report().findings)
+}
+
+async fn patterns(State(state): State<AdminState>) -> impl IntoResponse {
+    Json(state.report().patterns)
+}
+
+async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        render_metrics(&state),
+    )
+}
+
+/// Escapes a label value for the Prometheus text format.
+fn label(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars().take(160) {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+pub fn render_metrics(state: &AdminState) -> String {
+    let s = state.stats.snapshot();
+    let mut out = String::with_capacity(4096);
+    family(
+        &mut out,
+        "wirelint_connections_accepted_total",
+        "counter",
+        "Client connections accepted.",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_connections_accepted_total {}",
+        s.connections_accepted
+    );
+    family(
+        &mut out,
+        "wirelint_connections_active",
+        "gauge",
+        "Client connections open now.",
+    );
+    let _ = writeln!(out, "wirelint_connections_active {}", s.connections_active);
+    family(
+        &mut out,
+        "wirelint_connections_refused_total",
+        "counter",
+        "Connections refused at the connection limit.",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_connections_refused_total {}",
+        s.connections_refused
+    );
+    family(
+        &mut out,
+        "wirelint_upstream_connect_failures_total",
+        "counter",
+        "Failed connections to the upstream.",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_upstream_connect_failures_total {}",
+        s.upstream_connect_failures
+    );
+    family(
+        &mut out,
+        "wirelint_forwarded_messages_total",
+        "counter",
+        "Messages forwarded, by direction.",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_forwarded_messages_total{{direction=\"request\"}} {}",
+        s.requests_forwarded
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_forwarded_messages_total{{direction=\"reply\"}} {}",
+        s.replies_forwarded
+    );
+    family(
+        &mut out,
+        "wirelint_forwarded_bytes_total",
+        "counter",
+        "Bytes forwarded, by direction.",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_forwarded_bytes_total{{direction=\"request\"}} {}",
+        s.request_bytes
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_forwarded_bytes_total{{direction=\"reply\"}} {}",
+        s.reply_bytes
+    );
+    family(
+        &mut out,
+        "wirelint_frame_errors_total",
+        "counter",
+        "Connections closed for invalid framing, by kind.",
+    );
+    for (k, v) in &s.frame_errors {
+        let _ = writeln!(
+            out,
+            "wirelint_frame_errors_total{{kind=\"{}\"}} {v}",
+            label(k)
+        );
+    }
+    family(
+        &mut out,
+        "wirelint_messages_total",
+        "counter",
+        "Messages analysed, by direction and opcode.",
+    );
+    for (k, v) in &s.messages {
+        let (dir, op) = k.split_once(' ').unwrap_or((k, ""));
+        let _ = writeln!(
+            out,
+            "wirelint_messages_total{{direction=\"{dir}\",opcode=\"{op}\"}} {v}"
+        );
+    }
+    family(
+        &mut out,
+        "wirelint_commands_total",
+        "counter",
+        "Requests analysed, by command name.",
+    );
+    for (k, v) in &s.commands {
+        let _ = writeln!(
+            out,
+            "wirelint_commands_total{{command=\"{}\"}} {v}",
+            label(k)
+        );
+    }
+    family(
+        &mut out,
+        "wirelint_analysis_queue_depth",
+        "gauge",
+        "Messages waiting for analysis.",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_analysis_queue_depth {}",
+        s.analysis_enqueued.saturating_sub(s.analysis_processed)
+    );
+    family(
+        &mut out,
+        "wirelint_analysis_dropped_total",
+        "counter",
+        "Messages not analysed because the queue was full.",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_analysis_dropped_total {}",
+        s.analysis_dropped
+    );
+    family(
+        &mut out,
+        "wirelint_analysis_decode_errors_total",
+        "counter",
+        "Messages the analysis could not decode, by kind.",
+    );
+    for (k, v) in &s.decode_errors {
+        let _ = writeln!(
+            out,
+            "wirelint_analysis_decode_errors_total{{kind=\"{}\"}} {v}",
+            label(k)
+        );
+    }
+
+    let report = state.report();
+    family(
+        &mut out,
+        "wirelint_operations_total",
+        "counter",
+        "Data operations, by namespace and command.",
+    );
+    let mut ops: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for shape in &report.shapes {
+        *ops.entry((shape.namespace.clone(), shape.command.clone()))
+            .or_default() += shape.count;
+    }
+    for ((ns, cmd), n) in ops {
+        let _ = writeln!(
+            out,
+            "wirelint_operations_total{{namespace=\"{}\",command=\"{}\"}} {n}",
+            label(&ns),
+            label(&cmd)
+        );
+    }
+    family(
+        &mut out,
+        "wirelint_pattern_latency_seconds",
+        "summary",
+        "Latency per call of each access pattern, at the proxy.",
+    );
+    for p in &report.patterns {
+        let name = label(&p.name);
+        for (q, v) in [
+            ("0.5", p.latency_us.p50),
+            ("0.95", p.latency_us.p95),
+            ("0.99", p.latency_us.p99),
+        ] {
+            let _ = writeln!(
+                out,
+                "wirelint_pattern_latency_seconds{{pattern=\"{name}\",quantile=\"{q}\"}} {}",
+                v as f64 / 1e6
+            );
+        }
+        let _ = writeln!(
+            out,
+            "wirelint_pattern_latency_seconds_count{{pattern=\"{name}\"}} {}",
+            p.invocations
+        );
+    }
+    family(
+        &mut out,
+        "wirelint_pattern_round_trips_total",
+        "counter",
+        "Round trips of each access pattern.",
+    );
+    for p in &report.patterns {
+        let _ = writeln!(
+            out,
+            "wirelint_pattern_round_trips_total{{pattern=\"{}\"}} {}",
+            label(&p.name),
+            p.round_trips
+        );
+    }
+    family(
+        &mut out,
+        "wirelint_findings",
+        "gauge",
+        "Distinct findings, by rule and severity.",
+    );
+    let mut by_rule: BTreeMap<(String, &str), u64> = BTreeMap::new();
+    for f in &report.findings {
+        *by_rule
+            .entry((f.rule.clone(), f.severity.as_str()))
+            .or_default() += 1;
+    }
+    for ((rule, severity), n) in by_rule {
+        let _ = writeln!(
+            out,
+            "wirelint_findings{{rule=\"{rule}\",severity=\"{severity}\"}} {n}"
+        );
+    }
+    out
+}

@@ -1,0 +1,241 @@
+//! Reports: a versioned JSON snapshot of what wirelint learnt, and its
+//! renderings (text and Markdown tables in the manner of seed 004, SARIF
+//! 2.1.0 for code scanning), the comparison of two reports, and the live
+//! lines printed while the proxy runs.
+//!
+//! The JSON format is documented in `docs/report-schema.md`; `schema`
+//! changes its number whenever a field changes meaning or disappears.
+
+pub mod diff;
+pub mod live;
+pub mod sarif;
+pub mod table;
+
+use crate::analysis::engine::Knowledge;
+use crate::analysis::patterns::{NamedBy, Partitions};
+use crate::rules::{Finding, Severity};
+use crate::stats::StatsSnapshot;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::SystemTime;
+
+pub const SCHEMA: &str = "wirelint.report/1";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub schema: String,
+    pub wirelint_version: String,
+    pub generated_at: String,
+    pub started_at: String,
+    pub upstream: String,
+    pub counters: Counters,
+    pub patterns: Vec<PatternReport>,
+    pub shapes: Vec<ShapeReport>,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counters {
+    pub connections: u64,
+    pub requests: u64,
+    pub replies: u64,
+    pub operations: u64,
+    pub analysis_dropped: u64,
+    pub unpaired_replies: u64,
+    pub decode_errors: u64,
+    pub findings_dropped: u64,
+    pub commands: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PatternReport {
+    pub name: String,
+    pub named_by: NamedBy,
+    pub namespaces: Vec<String>,
+    /// Shape ids, in the order first seen.
+    pub shapes: Vec<String>,
+    /// The shapes of one invocation, in order.
+    pub sequence: Vec<String>,
+    pub invocations: u64,
+    pub round_trips: u64,
+    pub round_trips_per_invocation: f64,
+    /// Per invocation, microseconds, measured at the proxy.
+    pub latency_us: Latency,
+    pub docs_returned: u64,
+    pub bytes_returned: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub partitions: Partitions,
+    /// Keys of the findings about this pattern.
+    pub findings: Vec<String>,
+    /// "ok" (✅) or "warn" (⚠: a finding of warning or error severity).
+    pub verdict: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ShapeReport {
+    pub id: String,
+    pub text: String,
+    pub command: String,
+    pub namespace: String,
+    pub count: u64,
+}
+
+fn timestamp(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+impl Report {
+    pub fn build(knowledge: &Knowledge, stats: &StatsSnapshot, upstream: &str) -> Report {
+        let findings: Vec<Finding> = knowledge.findings.all().cloned().collect();
+        let mut shapes: Vec<ShapeReport> = knowledge
+            .patterns
+            .shapes
+            .iter()
+            .map(|(_, s)| ShapeReport {
+                id: s.shape.id(),
+                text: s.shape.text.clone(),
+                command: s.command.clone(),
+                namespace: s.namespace.clone(),
+                count: s.count,
+            })
+            .collect();
+        shapes.sort_by(|a, b| b.count.cmp(&a.count).then(a.text.cmp(&b.text)));
+        let id = |h: &u64| format!("{h:016x}");
+        let mut patterns: Vec<PatternReport> = knowledge
+            .patterns
+            .patterns
+            .iter()
+            .filter(|(_, p)| p.invocations > 0 || p.round_trips > 0)
+            .map(|(_, p)| {
+                let shape_ids: Vec<String> = p.shapes.iter().map(id).collect();
+                let linked: Vec<&Finding> = findings
+                    .iter()
+                    .filter(|f| {
+                        f.pattern.as_deref() == Some(p.name.as_str())
+                            || f.shape
+                                .as_ref()
+                                .is_some_and(|s| p.named_by == NamedBy::Shape && *s == p.name)
+                    })
+                    .collect();
+                let warn = linked.iter().any(|f| f.severity >= Severity::Warning);
+                PatternReport {
+                    name: p.name.clone(),
+                    named_by: p.named_by,
+                    namespaces: p.namespaces.clone(),
+                    shapes: shape_ids,
+                    sequence: p.sequence.iter().map(id).collect(),
+                    invocations: p.invocations,
+                    round_trips: p.round_trips,
+                    round_trips_per_invocation: (p.round_trips_per_invocation() * 100.0).round()
+                        / 100.0,
+                    latency_us: Latency {
+                        p50: p.latency.value_at_quantile(0.5),
+                        p95: p.latency.value_at_quantile(0.95),
+                        p99: p.latency.value_at_quantile(0.99),
+                        max: p.latency.max(),
+                    },
+                    docs_returned: p.docs_returned,
+                    bytes_returned: p.bytes_returned,
+                    errors: p.errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+                    partitions: p.partitions.clone(),
+                    findings: linked.iter().map(|f| f.key()).collect(),
+                    verdict: if warn { "warn" } else { "ok" }.to_string(),
+                }
+            })
+            .collect();
+        // Named patterns first, in name order (C1, Q1, Q2…), then by traffic.
+        patterns.sort_by(|a, b| {
+            let named = |p: &PatternReport| p.named_by != NamedBy::Comment;
+            named(a).cmp(&named(b)).then_with(|| match a.named_by {
+                NamedBy::Comment => natural(&a.name).cmp(&natural(&b.name)),
+                NamedBy::Shape => b.round_trips.cmp(&a.round_trips).then(a.name.cmp(&b.name)),
+            })
+        });
+        Report {
+            schema: SCHEMA.to_string(),
+            wirelint_version: env!("CARGO_PKG_VERSION").to_string(),
+            generated_at: timestamp(SystemTime::now()),
+            started_at: timestamp(knowledge.started),
+            upstream: upstream.to_string(),
+            counters: Counters {
+                connections: stats.connections_accepted,
+                requests: stats.requests_forwarded,
+                replies: stats.replies_forwarded,
+                operations: knowledge.operations,
+                analysis_dropped: stats.analysis_dropped,
+                unpaired_replies: knowledge.unpaired_replies,
+                decode_errors: stats.decode_errors.values().sum(),
+                findings_dropped: knowledge.findings.dropped,
+                commands: stats.commands.clone(),
+            },
+            patterns,
+            shapes,
+            findings,
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Report, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let report: Report = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a wirelint report: {e}", path.display()))?;
+        if report.schema != SCHEMA {
+            return Err(format!(
+                "{} has report schema {:?}; this wirelint reads {SCHEMA:?}",
+                path.display(),
+                report.schema
+            ));
+        }
+        Ok(report)
+    }
+
+    /// Writes the report as JSON, atomically (a reader never sees half).
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, json)?;
+        std::fs::rename(&tmp, path)
+    }
+
+    /// The highest severity among the findings.
+    pub fn worst(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).max()
+    }
+
+    pub fn shape_text(&self, id: &str) -> Option<&str> {
+        self.shapes
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| s.text.as_str())
+    }
+}
+
+/// Sort key that puts "Q2" before "Q10".
+fn natural(s: &str) -> (String, u64, String) {
+    let digits_at = s.find(|c: char| c.is_ascii_digit()).unwrap_or(s.len());
+    let (head, rest) = s.split_at(digits_at);
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let number = rest[..end].parse().unwrap_or(0);
+    (head.to_string(), number, rest[end..].to_string())
+}
+
+pub fn human_micros(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else if us >= 1_000 {
+        format!("{:.1} ms", us as f64 / 1e3)
+    } else {
+        format!("{us} µs")
+    }
+}

@@ -1,0 +1,238 @@
+//! Text and Markdown renderings: the access-pattern table as seed 004 draws
+//! it (pattern, round trips, latency, documents, partitions, ✅/⚠), then
+//! the findings with their advice.
+
+use super::{human_micros, PatternReport, Report};
+use crate::analysis::patterns::NamedBy;
+use crate::rules::{Finding, Severity};
+use std::fmt::Write;
+
+const NAME_WIDTH: usize = 56;
+
+fn verdict(p: &PatternReport, report: &Report) -> String {
+    if p.verdict == "ok" {
+        return "✅".to_string();
+    }
+    let mut rules: Vec<&str> = p
+        .findings
+        .iter()
+        .filter_map(|key| report.findings.iter().find(|f| &f.key() == key))
+        .filter(|f| f.severity >= Severity::Warning)
+        .map(|f| f.rule.as_str())
+        .collect();
+    rules.sort_unstable();
+    rules.dedup();
+    format!("⚠ {}", rules.join(" "))
+}
+
+fn per_call(n: u64, calls: u64) -> String {
+    if calls == 0 {
+        return "-".into();
+    }
+    let v = n as f64 / calls as f64;
+    if (v - v.round()).abs() < 0.05 {
+        format!("{:.0}", v)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn short(name: &str, width: usize) -> String {
+    if name.chars().count() <= width {
+        name.to_string()
+    } else {
+        let mut s: String = name.chars().take(width - 1).collect();
+        s.push('…');
+        s
+    }
+}
+
+struct Row {
+    cells: [String; 8],
+}
+
+fn rows(report: &Report, width: usize) -> Vec<Row> {
+    report
+        .patterns
+        .iter()
+        .map(|p| Row {
+            cells: [
+                match p.named_by {
+                    NamedBy::Comment => p.name.clone(),
+                    NamedBy::Shape => short(&p.name, width),
+                },
+                p.invocations.to_string(),
+                per_call(p.round_trips, p.invocations),
+                human_micros(p.latency_us.p50),
+                human_micros(p.latency_us.p99),
+                per_call(p.docs_returned, p.invocations),
+                p.partitions.label().to_string(),
+                verdict(p, report),
+            ],
+        })
+        .collect()
+}
+
+const HEADERS: [&str; 8] = [
+    "Pattern",
+    "Calls",
+    "Round trips",
+    "p50",
+    "p99",
+    "Docs",
+    "Partitions",
+    "",
+];
+
+pub fn text(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "wirelint report · {} · upstream {} · {} operations · {} findings",
+        report.generated_at,
+        report.upstream,
+        report.counters.operations,
+        report.findings.len()
+    );
+    let _ = writeln!(
+        out,
+        "\nAccess patterns (latency per call, measured at the proxy)\n"
+    );
+    let rows = rows(report, NAME_WIDTH);
+    let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (i, c) in r.cells.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut l = String::from("  ");
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i] - c.chars().count();
+            if (1..6).contains(&i) {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(c);
+            } else {
+                l.push_str(c);
+                l.push_str(&" ".repeat(pad));
+            }
+            l.push_str("  ");
+        }
+        l.trim_end().to_string()
+    };
+    let headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    let _ = writeln!(out, "{}", line(&headers));
+    for r in &rows {
+        let _ = writeln!(out, "{}", line(&r.cells));
+    }
+    if rows.is_empty() {
+        let _ = writeln!(out, "  (no data operations seen)");
+    }
+    let _ = writeln!(out, "\nFindings\n");
+    if report.findings.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for f in sorted(&report.findings) {
+        let _ = writeln!(
+            out,
+            "  {} {} {} · {} · {}",
+            icon(f.severity),
+            f.rule,
+            f.name,
+            f.namespace,
+            f.severity.as_str()
+        );
+        let _ = writeln!(out, "    {}", f.message);
+        if let Some(p) = &f.pattern {
+            let _ = writeln!(out, "    pattern: {}", short(p, 100));
+        }
+        if let Some(s) = &f.shape {
+            if f.pattern.as_deref() != Some(s.as_str()) {
+                let _ = writeln!(out, "    shape:   {}", short(s, 100));
+            }
+        }
+        let _ = writeln!(out, "    → {}", f.advice);
+        let _ = writeln!(
+            out,
+            "      {} · {} · seen {}×, {} – {}\n",
+            f.seed, f.docs, f.occurrences, f.first_seen, f.last_seen
+        );
+    }
+    out
+}
+
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# wirelint report\n");
+    let _ = writeln!(
+        out,
+        "{} · upstream `{}` · {} operations · {} findings\n",
+        report.generated_at,
+        report.upstream,
+        report.counters.operations,
+        report.findings.len()
+    );
+    let _ = writeln!(out, "## Access patterns\n");
+    let _ = writeln!(out, "| {} |", HEADERS.join(" | "));
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|---|---|");
+    for r in rows(report, usize::MAX) {
+        let mut cells = r.cells.clone();
+        cells[0] = format!("`{}`", cells[0].replace('|', "\\|").replace('`', "'"));
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    let _ = writeln!(
+        out,
+        "\nLatency is per call (all of its round trips), measured at the proxy.\n"
+    );
+    let _ = writeln!(out, "## Findings\n");
+    if report.findings.is_empty() {
+        let _ = writeln!(out, "None.");
+    }
+    for f in sorted(&report.findings) {
+        let _ = writeln!(
+            out,
+            "### {} {} {} — `{}`\n",
+            icon(f.severity),
+            f.rule,
+            f.name,
+            f.namespace
+        );
+        let _ = writeln!(out, "**{}**: {}\n", f.severity.as_str(), f.message);
+        if let Some(p) = &f.pattern {
+            let _ = writeln!(out, "- pattern: `{}`", p.replace('`', "'"));
+        }
+        if let Some(s) = &f.shape {
+            let _ = writeln!(out, "- shape: `{}`", s.replace('`', "'"));
+        }
+        let _ = writeln!(
+            out,
+            "- seen {} times, {} – {}",
+            f.occurrences, f.first_seen, f.last_seen
+        );
+        let _ = writeln!(
+            out,
+            "\n**What to do:** {}\n\n_{}_ · [{}]({})\n",
+            f.advice, f.seed, f.rule, f.docs
+        );
+    }
+    out
+}
+
+fn icon(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "ℹ",
+        Severity::Warning => "⚠",
+        Severity::Error => "✖",
+    }
+}
+
+fn sorted(findings: &[Finding]) -> Vec<&Finding> {
+    let mut v: Vec<&Finding> = findings.iter().collect();
+    v.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.rule.cmp(&b.rule))
+            .then(a.namespace.cmp(&b.namespace))
+    });
+    v
+}

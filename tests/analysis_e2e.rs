@@ -1,0 +1,365 @@
+//! The analysis engine end to end: real drivers through wirelint to FerretDB,
+//! then what wirelint learnt — patterns, round trips, documents, the first
+//! two rules — in every output.
+
+mod common;
+
+use common::Backend;
+use futures_util::TryStreamExt;
+use mongodb::bson::{doc, Document};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wirelint::report::Report;
+use wirelint::rules::Severity;
+
+/// Waits until every request the proxy forwarded has been analysed and
+/// idle invocations are folded into their patterns.
+async fn settled(proxy: &wirelint::Proxy) {
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let s = proxy.stats();
+    assert_eq!(s.analysis_dropped, 0);
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Runs an aggregate with `$lookup` to completion. FerretDB v1.24.2 does
+/// not implement `$lookup` (error 238, NotImplemented); any other outcome
+/// fails the test.
+async fn lookup_read(result: mongodb::error::Result<mongodb::Cursor<Document>>) {
+    let outcome = match result {
+        Ok(cursor) => cursor.try_collect::<Vec<_>>().await.map(drop),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = outcome {
+        match *e.kind {
+            mongodb::error::ErrorKind::Command(ref c) if c.code == 238 => {}
+            _ => panic!("unexpected error: {e}"),
+        }
+    }
+}
+
+fn pattern<'a>(report: &'a Report, name: &str) -> &'a wirelint::report::PatternReport {
+    report
+        .patterns
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| {
+            panic!(
+                "no pattern {name}: {:?}",
+                report.patterns.iter().map(|p| &p.name).collect::<Vec<_>>()
+            )
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patterns_count_invocations_round_trips_and_documents() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let db = c.database("patterns_test");
+    let posts = db.collection::<Document>("posts");
+    let comments = db.collection::<Document>("comments");
+    let _ = posts.drop().await;
+    let _ = comments.drop().await;
+    posts
+        .insert_many((0..50).map(|i| doc! {"_id": i, "userId": i % 5, "title": format!("t{i}")}))
+        .await
+        .unwrap();
+    comments
+        .insert_many((0..100).map(|i| doc! {"postId": i % 50, "text": "c"}))
+        .await
+        .unwrap();
+
+    // Q1: one round trip. Q2: three different operations per call, 5 calls.
+    for i in 0..4 {
+        posts.find_one(doc! {"_id": i}).comment("Q1").await.unwrap();
+    }
+    for i in 0..5 {
+        posts.find_one(doc! {"_id": i}).comment("Q2").await.unwrap();
+        comments
+            .count_documents(doc! {"postId": i})
+            .comment("Q2")
+            .await
+            .unwrap();
+        comments
+            .find(doc! {"postId": i})
+            .comment("Q2")
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap();
+    }
+    // Q3: a cursor of 50 in batches of 10 — getMores are round trips of the same call.
+    let all: Vec<Document> = posts
+        .find(doc! {})
+        .batch_size(10)
+        .comment("Q3")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 50);
+    settled(&proxy).await;
+
+    let report = proxy.report();
+    let q1 = pattern(&report, "Q1");
+    assert_eq!(
+        (q1.invocations, q1.round_trips, q1.docs_returned),
+        (4, 4, 4)
+    );
+    let q2 = pattern(&report, "Q2");
+    assert_eq!(q2.invocations, 5, "{q2:?}");
+    assert_eq!(q2.round_trips_per_invocation, 3.0, "{q2:?}");
+    assert_eq!(q2.sequence.len(), 3);
+    assert_eq!(q2.docs_returned, 5 + 5 + 10, "{q2:?}");
+    let q3 = pattern(&report, "Q3");
+    assert_eq!(q3.invocations, 1);
+    assert!(q3.round_trips >= 5, "{q3:?}");
+    assert_eq!(q3.docs_returned, 50);
+    assert!(q3.latency_us.p50 > 0 && q3.latency_us.p99 >= q3.latency_us.p50);
+    assert_eq!(q1.verdict, "ok");
+    // Shapes are value-free and shared across values.
+    let shape = report.shape_text(&q1.shapes[0]).unwrap();
+    assert_eq!(shape, "find patterns_test.posts {_id: ?int} limit");
+    // Uncommented operations are patterns named by their shape.
+    assert!(report
+        .patterns
+        .iter()
+        .any(|p| p.name.starts_with("insert patterns_test.posts")));
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wl103_large_documents_warn_and_error_and_stay_silent_on_small_ones() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let coll = c.database("wl103_test").collection::<Document>("files");
+    let small = c.database("wl103_test").collection::<Document>("small");
+    let _ = coll.drop().await;
+    small
+        .insert_many((0..20).map(|i| doc! {"i": i, "pad": "x".repeat(10_000)}))
+        .await
+        .unwrap();
+    small
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    coll.insert_one(doc! {"_id": 1, "blob": "y".repeat(3 * 1024 * 1024)})
+        .await
+        .unwrap();
+    coll.find_one(doc! {"_id": 1})
+        .comment("read file")
+        .await
+        .unwrap();
+    settled(&proxy).await;
+    let findings = proxy.findings();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    let f = &findings[0];
+    assert_eq!(
+        (f.rule.as_str(), f.namespace.as_str(), f.severity),
+        ("WL103", "wl103_test.files", Severity::Warning)
+    );
+    assert_eq!(f.occurrences, 2, "inserted once, returned once");
+    assert!(f.message.contains("3.0 MiB"), "{}", f.message);
+
+    coll.insert_one(doc! {"_id": 2, "blob": "z".repeat(11 * 1024 * 1024)})
+        .await
+        .unwrap();
+    settled(&proxy).await;
+    let findings = proxy.findings();
+    assert_eq!(findings.len(), 1);
+    assert_eq!(
+        findings[0].severity,
+        Severity::Error,
+        "escalated past 10 MiB"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wl504_lookup_heavy_reads_fire_and_occasional_lookups_do_not() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let db = c.database("wl504_test");
+    let books = db.collection::<Document>("books");
+    let authors = db.collection::<Document>("authors");
+    let _ = books.drop().await;
+    let _ = authors.drop().await;
+    authors
+        .insert_many((0..5).map(|i| doc! {"_id": i, "name": format!("a{i}")}))
+        .await
+        .unwrap();
+    books
+        .insert_many((0..10).map(|i| doc! {"_id": i, "authorId": i % 5}))
+        .await
+        .unwrap();
+    let lookup = vec![
+        doc! {"$match": {"_id": 1}},
+        doc! {"$lookup": {"from": "authors", "localField": "authorId", "foreignField": "_id", "as": "author"}},
+    ];
+    // 25 reads of books, 20 of them with $lookup: 80 % > 50 %.
+    // (FerretDB v1.24.2 answers $lookup with NotImplemented; wirelint reads
+    // the request either way — the application asked for a join.)
+    for i in 0..20 {
+        let mut p = lookup.clone();
+        p[0] = doc! {"$match": {"_id": i % 10}};
+        lookup_read(books.aggregate(p).comment("Q-book-with-author").await).await;
+    }
+    for i in 0..5 {
+        books.find_one(doc! {"_id": i}).await.unwrap();
+    }
+    // authors: 25 reads, 2 with $lookup: silent.
+    for i in 0..23 {
+        authors.find_one(doc! {"_id": i % 5}).await.unwrap();
+    }
+    for _ in 0..2 {
+        lookup_read(
+            authors
+                .aggregate(vec![doc! {"$lookup": {"from": "books", "localField": "_id", "foreignField": "authorId", "as": "books"}}])
+                .await,
+        )
+        .await;
+    }
+    settled(&proxy).await;
+    let findings = proxy.findings();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    let f = &findings[0];
+    assert_eq!(
+        (f.rule.as_str(), f.namespace.as_str()),
+        ("WL504", "wl504_test.books")
+    );
+    assert_eq!(
+        f.evidence["joined_collections"],
+        serde_json::json!(["authors"])
+    );
+    let report = proxy.report();
+    assert_eq!(pattern(&report, "Q-book-with-author").verdict, "warn");
+    proxy.shutdown().await;
+}
+
+/// Rules can be switched off and tuned per namespace in wirelint.toml.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_are_configured_per_rule_and_per_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wirelint.toml");
+    std::fs::write(
+        &path,
+        "[rules.WL504]\nenabled = false\n\n[collections.\"cfg_test.tiny\".rules.WL103]\nwarn = 1000\nerror = 50000\nseverity = \"info\"\n",
+    )
+    .unwrap();
+    let file = wirelint::config::FileConfig::load(&path).unwrap();
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.analysis.rules = wirelint::rules::settings_from_config(&file, &path).unwrap();
+    let proxy = common::proxy_with(settings).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let tiny = c.database("cfg_test").collection::<Document>("tiny");
+    let other = c.database("cfg_test").collection::<Document>("other");
+    tiny.insert_one(doc! {"pad": "x".repeat(2000)})
+        .await
+        .unwrap();
+    other
+        .insert_one(doc! {"pad": "x".repeat(2000)})
+        .await
+        .unwrap();
+    for _ in 0..30 {
+        lookup_read(tiny.aggregate(vec![doc! {"$lookup": {"from": "other", "localField": "a", "foreignField": "b", "as": "c"}}]).await).await;
+    }
+    settled(&proxy).await;
+    let findings = proxy.findings();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(
+        (
+            findings[0].rule.as_str(),
+            findings[0].namespace.as_str(),
+            findings[0].severity
+        ),
+        ("WL103", "cfg_test.tiny", Severity::Info)
+    );
+    proxy.shutdown().await;
+
+    // Unknown rules and thresholds are errors naming the file and key.
+    std::fs::write(&path, "[rules.WL103]\nwarm = 5\n").unwrap();
+    let file = wirelint::config::FileConfig::load(&path).unwrap();
+    let err = wirelint::rules::settings_from_config(&file, &path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rules.WL103.warm")
+            && err.contains("warn")
+            && err.contains(&path.display().to_string()),
+        "{err}"
+    );
+    std::fs::write(&path, "[rules.WL999]\nenabled = false\n").unwrap();
+    let file = wirelint::config::FileConfig::load(&path).unwrap();
+    let err = wirelint::rules::settings_from_config(&file, &path)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("WL999") && err.contains("WL103"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_endpoints_serve_metrics_findings_patterns_and_health() {
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.admin = Some("127.0.0.1:0".into());
+    let proxy = common::proxy_with(settings).await;
+    let admin = proxy.admin_addr().unwrap();
+    let c = common::client(&proxy.connection_string()).await;
+    let coll = c.database("admin_test").collection::<Document>("big");
+    coll.insert_one(doc! {"blob": "y".repeat(2 * 1024 * 1024 + 10)})
+        .await
+        .unwrap();
+    coll.find_one(doc! {}).comment("Q-admin").await.unwrap();
+    settled(&proxy).await;
+
+    let (status, body) = http_get(admin, "/healthz").await;
+    assert_eq!((status, body.trim()), (200, "ok"));
+    let (status, metrics) = http_get(admin, "/metrics").await;
+    assert_eq!(status, 200);
+    for needle in [
+        "wirelint_findings{rule=\"WL103\",severity=\"warning\"} 1",
+        "wirelint_commands_total{command=\"insert\"}",
+        "wirelint_operations_total{namespace=\"admin_test.big\",command=\"find\"} 1",
+        "wirelint_pattern_latency_seconds{pattern=\"Q-admin\",quantile=\"0.99\"}",
+        "wirelint_analysis_queue_depth",
+        "wirelint_analysis_dropped_total 0",
+    ] {
+        assert!(
+            metrics.contains(needle),
+            "metrics lack {needle}:\n{metrics}"
+        );
+    }
+    let (_, findings) = http_get(admin, "/findings").await;
+    let findings: serde_json::Value = serde_json::from_str(&findings).unwrap();
+    assert_eq!(findings[0]["rule"], "WL103");
+    let (_, patterns) = http_get(admin, "/patterns").await;
+    let patterns: serde_json::Value = serde_json::from_str(&patterns).unwrap();
+    assert!(patterns
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "Q-admin"));
+    proxy.shutdown().await;
+}
