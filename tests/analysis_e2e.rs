@@ -181,6 +181,10 @@ async fn wl103_large_documents_warn_and_error_and_stay_silent_on_small_ones() {
     );
     assert_eq!(f.occurrences, 2, "inserted once, returned once");
     assert!(f.message.contains("3.0 MiB"), "{}", f.message);
+    assert!(
+        !f.evidence.contains_key("example_id"),
+        "values only with --show-values"
+    );
 
     coll.insert_one(doc! {"_id": 2, "blob": "z".repeat(11 * 1024 * 1024)})
         .await
@@ -361,5 +365,29 @@ async fn admin_endpoints_serve_metrics_findings_patterns_and_health() {
         .unwrap()
         .iter()
         .any(|p| p["name"] == "Q-admin"));
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_values_adds_example_ids_to_findings() {
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.analysis.show_values = true;
+    let proxy = common::proxy_with(settings).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let coll = c
+        .database("show_values_test")
+        .collection::<Document>("files");
+    let _ = coll.drop().await;
+    coll.insert_one(doc! {"_id": "doc-42", "blob": "y".repeat(2 * 1024 * 1024 + 1)})
+        .await
+        .unwrap();
+    settled(&proxy).await;
+    let findings = proxy.findings();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(
+        findings[0].evidence["example_id"],
+        serde_json::json!("\"doc-42\"")
+    );
     proxy.shutdown().await;
 }

@@ -517,3 +517,202 @@ impl<'a> Reply<'a> {
         self.body.get("n").ok().flatten().and_then(number)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::shape;
+    use crate::wire::{op_msg, Message};
+    use bson::rawdoc;
+
+    fn with_command<T>(frame: &[u8], f: impl FnOnce(&Command<'_>) -> T) -> T {
+        let msg = Message::parse(frame).unwrap();
+        let cmd = Command::parse(&msg).unwrap();
+        f(&cmd)
+    }
+
+    fn with_reply<T>(frame: &[u8], f: impl FnOnce(&Reply<'_>) -> T) -> T {
+        let msg = Message::parse(frame).unwrap();
+        f(&Reply::parse(&msg).unwrap())
+    }
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_bytes!(concat!("../../fixtures/wire/", $name, ".bin"))
+        };
+    }
+
+    #[test]
+    fn pymongo_find_with_projection_sort_limit_and_comment() {
+        with_command(fixture!("pymongo-find"), |c| {
+            assert_eq!(c.kind, Kind::Find);
+            assert_eq!(c.namespace().as_deref(), Some("fixtures.posts"));
+            assert_eq!(c.comment(), Some("Q3"));
+            assert_eq!(c.limit(), Some(20));
+            assert!(c.lsid().is_some());
+            assert_eq!(
+                shape::of_command(c).text,
+                "find fixtures.posts {userId: ?string, n: {$gt: ?int}} project {title: 1, comments: {$slice: 10}} sort {createdAt: -1} limit"
+            );
+        });
+        with_reply(fixture!("pymongo-find.reply"), |r| {
+            assert!(!r.ok());
+            assert_eq!(r.code(), Some(238));
+        });
+    }
+
+    #[test]
+    fn pymongo_insert_many_uses_a_document_sequence() {
+        with_command(fixture!("pymongo-insert"), |c| {
+            assert_eq!(c.kind, Kind::Insert);
+            assert!(
+                c.body.get_array("documents").is_err(),
+                "documents travel in a kind-1 section"
+            );
+            assert_eq!(c.documents().len(), 30);
+            assert_eq!(shape::of_command(c).text, "insert fixtures.posts");
+        });
+        with_reply(fixture!("pymongo-insert.reply"), |r| {
+            assert_eq!((r.ok(), r.n()), (true, Some(30)))
+        });
+    }
+
+    #[test]
+    fn pymongo_update_with_push_each_slice() {
+        with_command(fixture!("pymongo-update"), |c| {
+            let u = c.updates();
+            assert_eq!(u.len(), 1);
+            assert!(u[0].upsert && !u[0].multi && u[0].is_operator_update());
+            assert_eq!(
+                shape::of_command(c).text,
+                "update fixtures.posts {_id: ?int} {$push: {comments: {$each: [?object], $slice: -100}}, $inc: {commentCount: ?int}} upsert"
+            );
+        });
+    }
+
+    #[test]
+    fn pymongo_delete_find_and_modify_distinct_and_indexes() {
+        with_command(fixture!("pymongo-delete"), |c| {
+            let d = c.deletes();
+            assert_eq!(d.len(), 1);
+            assert!(d[0].1, "delete_many has limit 0");
+            assert_eq!(
+                shape::of_command(c).text,
+                "delete fixtures.posts {userId: ?string} multi"
+            );
+        });
+        with_command(fixture!("pymongo-findAndModify"), |c| {
+            assert_eq!(c.kind, Kind::FindAndModify);
+            assert_eq!(c.updates().len(), 1);
+            assert_eq!(
+                shape::of_command(c).text,
+                "findAndModify fixtures.posts {_id: ?int} sort {_id: 1} update {$set: {title: ?string}}"
+            );
+        });
+        with_reply(fixture!("pymongo-findAndModify.reply"), |r| {
+            assert_eq!(r.value().unwrap().get_i32("_id").unwrap(), 3);
+        });
+        with_command(fixture!("pymongo-distinct"), |c| {
+            assert_eq!(
+                shape::of_command(c).text,
+                "distinct fixtures.posts key userId {title: {$exists: true}}"
+            );
+        });
+        with_command(fixture!("pymongo-createIndexes"), |c| {
+            assert_eq!(c.kind, Kind::CreateIndexes);
+            assert!(!c.kind.is_data());
+        });
+    }
+
+    #[test]
+    fn pymongo_aggregate_with_lookup() {
+        with_command(fixture!("pymongo-aggregate"), |c| {
+            assert_eq!(c.kind, Kind::Aggregate);
+            assert_eq!(c.comment(), Some("Q2"));
+            assert_eq!(c.pipeline().unwrap().into_iter().count(), 2);
+            assert!(shape::of_command(c).text.contains(r#"{$lookup: {from: "users", localField: "userId", foreignField: "_id", as: "author"}}"#));
+        });
+    }
+
+    #[test]
+    fn pymongo_cursor_get_more_and_kill_cursors() {
+        let id = with_command(fixture!("pymongo-getMore"), |c| {
+            assert_eq!(c.kind, Kind::GetMore);
+            assert_eq!(c.namespace().as_deref(), Some("fixtures.posts"));
+            c.cursor_id().unwrap()
+        });
+        assert_ne!(id, 0);
+        with_reply(fixture!("pymongo-getMore.reply"), |r| {
+            let batch = r.cursor().unwrap();
+            assert_eq!(batch.documents.len(), 5);
+            assert_eq!(batch.ns, Some("fixtures.posts"));
+        });
+        with_command(fixture!("pymongo-killCursors"), |c| {
+            assert_eq!(c.killed_cursors().len(), 1);
+        });
+    }
+
+    #[test]
+    fn node_driver_messages() {
+        with_command(fixture!("node-insert"), |c| {
+            assert_eq!(c.documents().len(), 2)
+        });
+        with_command(fixture!("node-find"), |c| {
+            assert_eq!(
+                shape::of_command(c).text,
+                "find fixtures.nodeposts {a: {$in: [?int]}} project {a: 1}"
+            );
+        });
+        with_reply(fixture!("node-find.reply"), |r| {
+            assert_eq!(r.cursor().unwrap().documents.len(), 2)
+        });
+        with_command(fixture!("node-update"), |c| {
+            let u = c.updates();
+            assert!(u[0].multi);
+            assert_eq!(
+                shape::of_command(c).text,
+                "update fixtures.nodeposts {a: {$gte: ?int}} {$addToSet: {tags: ?string}} multi"
+            );
+        });
+    }
+
+    fn msg(body: bson::RawDocumentBuf) -> Vec<u8> {
+        op_msg::encode(1, 0, 0, body.as_bytes(), &[])
+    }
+
+    #[test]
+    fn bulk_write_explain_shard_keys_and_sensitive_commands() {
+        let bulk = rawdoc! {"bulkWrite": 1, "ops": [{"insert": 0, "document": {"a": 1}}, {"update": 1, "filter": {}, "updateMods": {"$set": {"b": 1}}}],
+        "nsInfo": [{"ns": "db.a"}, {"ns": "db.b"}], "$db": "admin"};
+        with_command(&msg(bulk), |c| {
+            let (ns, ops) = c.bulk_write().unwrap();
+            assert_eq!((ns, ops.len()), (vec!["db.a", "db.b"], 2));
+        });
+        let explain = rawdoc! {"explain": {"find": "c", "filter": {"a": 1}}, "verbosity": "queryPlanner", "$db": "d"};
+        with_command(&msg(explain), |c| {
+            assert_eq!(c.kind, Kind::Explain);
+            assert_eq!(c.explained().unwrap().get_str("find").unwrap(), "c");
+        });
+        let shard = rawdoc! {"shardCollection": "blog.posts", "key": {"postId": "hashed", "type": 1}, "$db": "admin"};
+        with_command(&msg(shard), |c| {
+            assert_eq!(
+                c.shard_key(),
+                Some(vec!["postId".to_string(), "type".to_string()])
+            );
+            assert_eq!(c.namespace().as_deref(), Some("blog.posts"));
+        });
+        let cosmos = rawdoc! {"customAction": "CreateCollection", "collection": "users", "shardKey": "userId", "$db": "blog"};
+        with_command(&msg(cosmos), |c| {
+            assert_eq!(c.shard_key(), Some(vec!["userId".to_string()]));
+            assert_eq!(c.namespace().as_deref(), Some("blog.users"));
+        });
+        let sasl = rawdoc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bson::Binary{subtype: bson::spec::BinarySubtype::Generic, bytes: b"n,,n=alice,r=abc".to_vec()}, "comment": "x", "$db": "admin"};
+        with_command(&msg(sasl), |c| {
+            assert_eq!(c.kind, Kind::Sensitive);
+            assert_eq!((c.comment(), c.collection(), c.lsid()), (None, None, None));
+            assert!(c.documents().is_empty() && c.filter().is_none());
+        });
+        let unknown = rawdoc! {"frobnicate": "c", "$db": "d"};
+        with_command(&msg(unknown), |c| assert_eq!(c.kind, Kind::Other));
+    }
+}

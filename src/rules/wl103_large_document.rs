@@ -60,6 +60,14 @@ impl Rule for LargeDocument {
         evidence.insert("warn_bytes".into(), json!(warn as u64));
         evidence.insert("error_bytes".into(), json!(error as u64));
         evidence.insert("seen_when".into(), json!(source.as_str()));
+        if cx.show_values {
+            // Only with --show-values: the id of one such document.
+            if let Some(id) = doc.get("_id").ok().flatten() {
+                if let Ok(id) = bson::Bson::try_from(id) {
+                    evidence.insert("example_id".into(), json!(id.to_string()));
+                }
+            }
+        }
         cx.report(
             &META,
             FindingDraft {
