@@ -293,6 +293,7 @@ impl ProxyArgs {
         settings.admin = pick!(admin, "admin").map(|(v, _)| v);
         if let (Some(file), Some(path)) = (&file, &self.config) {
             settings.analysis.rules = crate::rules::settings_from_config(file, path)?;
+            file.limits.apply(&mut settings.analysis.caps);
         }
         let fail_on = match (self.fail_on, section.and_then(|s| s.fail_on.clone())) {
             (Some(level), _) => Some(level.severity()),

@@ -22,6 +22,33 @@ pub struct FileConfig {
     /// Per-rule settings, keyed by rule id (`WL102`).
     #[serde(default)]
     pub rules: BTreeMap<String, RuleSection>,
+    /// Bounds on what the analysis remembers.
+    #[serde(default)]
+    pub limits: LimitsSection,
+}
+
+/// `[limits]`: the LRU caps on analysis state (memory stays flat however
+/// long the proxy runs; the least recently used entries are forgotten).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    pub namespaces: Option<usize>,
+    pub paths_per_namespace: Option<usize>,
+    pub documents_per_namespace: Option<usize>,
+}
+
+impl LimitsSection {
+    pub fn apply(&self, caps: &mut crate::analysis::state::Caps) {
+        if let Some(n) = self.namespaces {
+            caps.namespaces = n.max(1);
+        }
+        if let Some(n) = self.paths_per_namespace {
+            caps.paths_per_namespace = n.max(1);
+        }
+        if let Some(n) = self.documents_per_namespace {
+            caps.documents_per_namespace = n.max(1);
+        }
+    }
 }
 
 /// `[proxy]`: every key mirrors a `wirelint proxy` flag of the same name
@@ -198,6 +225,8 @@ pub struct AnalysisSettings {
     pub show_values: bool,
     /// Called for each new or escalated finding (the CLI prints a line).
     pub live: Option<fn(&crate::rules::FindingEvent)>,
+    /// How much per-namespace state is kept (LRU-capped).
+    pub caps: crate::analysis::state::Caps,
 }
 
 impl Default for AnalysisSettings {
@@ -209,6 +238,7 @@ impl Default for AnalysisSettings {
             rules: crate::rules::RuleSettings::default(),
             show_values: false,
             live: None,
+            caps: crate::analysis::state::Caps::default(),
         }
     }
 }

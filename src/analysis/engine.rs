@@ -9,7 +9,7 @@
 use super::command::{Command, Kind, Reply};
 use super::patterns::{Invocation, NamedBy, PatternTable};
 use super::shape::{self, Shape};
-use super::state::{Lru, Namespaces};
+use super::state::{Caps, Lru, Namespaces};
 use crate::rules::{
     self, CompletedOp, DocSource, FindingEvent, FindingStore, OpView, Rule, RuleContext,
     RuleSettings,
@@ -46,10 +46,10 @@ pub struct Knowledge {
 }
 
 impl Knowledge {
-    pub fn new(settings: RuleSettings, show_values: bool) -> Knowledge {
+    pub fn new(settings: RuleSettings, show_values: bool, caps: Caps) -> Knowledge {
         Knowledge {
             patterns: PatternTable::default(),
-            namespaces: Namespaces::default(),
+            namespaces: Namespaces::new(caps),
             findings: FindingStore::default(),
             cursors: Lru::new(100_000),
             settings,
@@ -96,6 +96,9 @@ struct Pending {
     request: Bytes,
     origin: Option<Origin>,
     getmore: bool,
+    /// A reply of an exhaust stream: it needed no request, so it is no
+    /// round trip of its own.
+    continuation: bool,
 }
 
 #[derive(Default)]
@@ -172,6 +175,7 @@ impl Engine {
                         request: frame.clone(),
                         origin,
                         getmore: true,
+                        continuation: false,
                     },
                 );
             }
@@ -216,6 +220,7 @@ impl Engine {
                             request: frame.clone(),
                             origin: Some(origin),
                             getmore: false,
+                            continuation: false,
                         },
                     );
                 }
@@ -311,7 +316,7 @@ impl Engine {
             .filter(|inv| inv.pattern == origin.pattern)
         {
             Some(inv) => {
-                if pending.getmore {
+                if pending.getmore && !pending.continuation {
                     inv.round_trips += 1;
                 }
                 inv.latency_micros += latency;
@@ -319,14 +324,25 @@ impl Engine {
                 inv.bytes += bytes;
                 inv.errors.extend(errors);
             }
-            None => lock(&self.knowledge)
-                .patterns
-                .add_round_trip(&origin.pattern, docs_n, bytes),
+            None => lock(&self.knowledge).patterns.add_round_trip(
+                &origin.pattern,
+                u64::from(!pending.continuation),
+                docs_n,
+                bytes,
+            ),
         }
         if more_to_come {
             // Exhaust: the next reply answers this one.
             let next = message.header().request_id;
-            self.remember(conn, next, Pending { at, ..pending });
+            self.remember(
+                conn,
+                next,
+                Pending {
+                    at,
+                    continuation: true,
+                    ..pending
+                },
+            );
         }
     }
 
@@ -470,4 +486,141 @@ fn observe_writes(
             rule.on_document(&view, doc, DocSource::Replaced, cx);
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::op_msg::{encode, EXHAUST_ALLOWED, MORE_TO_COME};
+    use bson::rawdoc;
+
+    fn knowledge() -> Arc<Mutex<Knowledge>> {
+        Arc::new(Mutex::new(Knowledge::new(
+            RuleSettings::default(),
+            false,
+            Caps::default(),
+        )))
+    }
+
+    fn batch(n: i32) -> bson::RawArrayBuf {
+        let mut a = bson::RawArrayBuf::new();
+        for i in 0..n {
+            a.push(rawdoc! {"i": i});
+        }
+        a
+    }
+
+    #[test]
+    fn exhaust_replies_are_followed_to_the_end_of_the_cursor() {
+        let k = knowledge();
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        let find = encode(
+            10,
+            0,
+            0,
+            rawdoc! {"find": "c", "filter": {"a": 1}, "comment": "Q", "$db": "d"}.as_bytes(),
+            &[],
+        );
+        e.message(1, Direction::Request, t, Bytes::from(find));
+        let first = encode(
+            90,
+            10,
+            0,
+            rawdoc! {"cursor": {"id": 77i64, "ns": "d.c", "firstBatch": batch(2)}, "ok": 1.0}
+                .as_bytes(),
+            &[],
+        );
+        e.message(1, Direction::Reply, t, Bytes::from(first));
+        let more = encode(
+            11,
+            0,
+            EXHAUST_ALLOWED,
+            rawdoc! {"getMore": 77i64, "collection": "c", "$db": "d"}.as_bytes(),
+            &[],
+        );
+        e.message(1, Direction::Request, t, Bytes::from(more));
+        // Three replies to one request: each answers the previous reply.
+        for (id, to, flags, cursor, n) in [
+            (500, 11, MORE_TO_COME, 77i64, 3),
+            (501, 500, MORE_TO_COME, 77, 3),
+            (502, 501, 0, 0, 1),
+        ] {
+            let reply = encode(
+                id,
+                to,
+                flags,
+                rawdoc! {"cursor": {"id": cursor, "ns": "d.c", "nextBatch": batch(n)}, "ok": 1.0}
+                    .as_bytes(),
+                &[],
+            );
+            e.message(1, Direction::Reply, t, Bytes::from(reply));
+        }
+        e.closed(1);
+        let k = k.lock().unwrap();
+        let q = k.patterns.get("Q").unwrap();
+        assert_eq!((q.invocations, q.round_trips, q.docs_returned), (1, 2, 9));
+        assert_eq!(k.unpaired_replies, 0);
+        assert!(
+            k.cursors.get(&77).is_none(),
+            "an exhausted cursor is forgotten"
+        );
+    }
+
+    #[test]
+    fn a_named_pattern_groups_its_operations_into_calls() {
+        let k = knowledge();
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        let mut id = 0;
+        let mut op = |e: &mut Engine, body: bson::RawDocumentBuf| {
+            id += 1;
+            e.message(
+                7,
+                Direction::Request,
+                t,
+                Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+            );
+            let reply =
+                rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(1)}, "ok": 1.0};
+            e.message(
+                7,
+                Direction::Reply,
+                t,
+                Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+            );
+        };
+        for post in 0..3 {
+            op(
+                &mut e,
+                rawdoc! {"find": "posts", "filter": {"_id": post}, "comment": "Q2", "$db": "d"},
+            );
+            op(
+                &mut e,
+                rawdoc! {"aggregate": "comments", "pipeline": [{"$match": {"postId": post}}, {"$count": "n"}], "cursor": {}, "comment": "Q2", "$db": "d"},
+            );
+            op(
+                &mut e,
+                rawdoc! {"find": "users", "filter": {"_id": "u"}, "comment": "Q2", "$db": "d"},
+            );
+        }
+        op(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {"_id": 1}, "$db": "d"},
+        );
+        op(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {"_id": 2}, "$db": "d"},
+        );
+        e.flush();
+        let k = k.lock().unwrap();
+        let q2 = k.patterns.get("Q2").unwrap();
+        assert_eq!(
+            (q2.invocations, q2.round_trips, q2.docs_returned),
+            (3, 9, 9)
+        );
+        assert_eq!(q2.sequence.len(), 3);
+        let by_shape = k.patterns.get("find d.posts {_id: ?int}").unwrap();
+        assert_eq!((by_shape.invocations, by_shape.round_trips), (2, 2));
+    }
 }

@@ -184,9 +184,9 @@ impl PatternTable {
 
     /// A round trip that belongs to no open invocation (a getMore whose
     /// cursor's pattern is no longer the connection's current one).
-    pub fn add_round_trip(&mut self, pattern: &str, docs: u64, bytes: u64) {
+    pub fn add_round_trip(&mut self, pattern: &str, round_trips: u64, docs: u64, bytes: u64) {
         if let Some(stats) = self.patterns.map_get_mut(&pattern.to_string()) {
-            stats.round_trips += 1;
+            stats.round_trips += round_trips;
             stats.docs_returned += docs;
             stats.bytes_returned += bytes;
         }

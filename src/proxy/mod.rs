@@ -97,6 +97,7 @@ impl Proxy {
         let knowledge = Arc::new(Mutex::new(Knowledge::new(
             settings.analysis.rules.clone(),
             settings.analysis.show_values,
+            settings.analysis.caps.clone(),
         )));
         let (analysis, workers) =
             AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());
