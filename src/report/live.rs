@@ -25,17 +25,10 @@ pub fn print_finding(event: &FindingEvent) {
         f.name,
         f.namespace,
         f.message,
-        first_sentence(&f.advice),
+        f.advice,
         f.docs
     );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
-}
-
-fn first_sentence(s: &str) -> &str {
-    match s.find(". ") {
-        Some(i) => &s[..=i],
-        None => s,
-    }
 }
 
 pub fn summary_line(ops_per_sec: f64, patterns: usize, findings: usize, dropped: u64) -> String {

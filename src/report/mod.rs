@@ -119,12 +119,7 @@ impl Report {
                 let shape_ids: Vec<String> = p.shapes.iter().map(id).collect();
                 let linked: Vec<&Finding> = findings
                     .iter()
-                    .filter(|f| {
-                        f.pattern.as_deref() == Some(p.name.as_str())
-                            || f.shape
-                                .as_ref()
-                                .is_some_and(|s| p.named_by == NamedBy::Shape && *s == p.name)
-                    })
+                    .filter(|f| f.patterns.contains(&p.name))
                     .collect();
                 let warn = linked.iter().any(|f| f.severity >= Severity::Warning);
                 PatternReport {

@@ -143,11 +143,11 @@ pub fn text(report: &Report) -> String {
             f.severity.as_str()
         );
         let _ = writeln!(out, "    {}", f.message);
-        if let Some(p) = &f.pattern {
+        for p in &f.patterns {
             let _ = writeln!(out, "    pattern: {}", short(p, 100));
         }
         if let Some(s) = &f.shape {
-            if f.pattern.as_deref() != Some(s.as_str()) {
+            if !f.patterns.contains(s) {
                 let _ = writeln!(out, "    shape:   {}", short(s, 100));
             }
         }
@@ -198,7 +198,7 @@ pub fn markdown(report: &Report) -> String {
             f.namespace
         );
         let _ = writeln!(out, "**{}**: {}\n", f.severity.as_str(), f.message);
-        if let Some(p) = &f.pattern {
+        for p in &f.patterns {
             let _ = writeln!(out, "- pattern: `{}`", p.replace('`', "'"));
         }
         if let Some(s) = &f.shape {

@@ -216,10 +216,15 @@ pub struct Finding {
     pub severity: Severity,
     pub namespace: String,
     pub subject: String,
+    /// The access pattern where it was last seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
+    /// That operation's shape.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<String>,
+    /// Every access pattern where it was seen (up to 16).
+    #[serde(default)]
+    pub patterns: Vec<String>,
     pub message: String,
     pub evidence: BTreeMap<String, serde_json::Value>,
     pub advice: String,
@@ -276,8 +281,12 @@ impl FindingStore {
             existing.last_seen = stamp;
             existing.message = draft.message;
             existing.evidence = draft.evidence;
-            if draft.pattern.is_some() {
+            if let Some(p) = &draft.pattern {
+                if !existing.patterns.contains(p) && existing.patterns.len() < 16 {
+                    existing.patterns.push(p.clone());
+                }
                 existing.pattern = draft.pattern;
+                existing.shape = draft.shape;
             }
             if draft.severity > existing.severity {
                 existing.severity = draft.severity;
@@ -297,6 +306,7 @@ impl FindingStore {
                 severity: draft.severity,
                 namespace: draft.namespace,
                 subject: draft.subject,
+                patterns: draft.pattern.iter().cloned().collect(),
                 pattern: draft.pattern,
                 shape: draft.shape,
                 message: draft.message,
