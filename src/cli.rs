@@ -62,6 +62,16 @@ with default options keep talking to wirelint (no directConnection needed)."
 
     /// List the rules, their default severity, thresholds and sources.
     Rules,
+
+    /// Print the partition keys wirelint knows and where each came from (the config file, and what a report learnt from traffic).
+    Keys {
+        /// A wirelint.toml with [collections."db.coll"] partition_key = [...].
+        #[arg(long, env = "WIRELINT_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// A report written by `wirelint proxy --report`: keys learnt from shardCollection / customAction.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -294,6 +304,16 @@ impl ProxyArgs {
         if let (Some(file), Some(path)) = (&file, &self.config) {
             settings.analysis.rules = crate::rules::settings_from_config(file, path)?;
             file.limits.apply(&mut settings.analysis.caps);
+            settings.analysis.partition_keys = file.partition_keys();
+            for (ns, key) in &settings.analysis.partition_keys {
+                if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {
+                    return Err(ConfigError::Invalid {
+                        origin: path.display().to_string(),
+                        key: format!("collections.\"{ns}\".partition_key"),
+                        message: "needs a \"db.collection\" name and non-empty paths, e.g. [collections.\"blog.posts\"] partition_key = [\"postId\"]".into(),
+                    });
+                }
+            }
         }
         let fail_on = match (self.fail_on, section.and_then(|s| s.fail_on.clone())) {
             (Some(level), _) => Some(level.severity()),
@@ -372,6 +392,7 @@ pub fn main() -> i32 {
                 2
             }
         },
+        Command::Keys { config, report } => keys_command(config.as_deref(), report.as_deref()),
         Command::Rules => {
             for m in crate::rules::catalogue() {
                 println!(
@@ -431,6 +452,54 @@ pub fn main() -> i32 {
     }
 }
 
+fn keys_command(config: Option<&std::path::Path>, report: Option<&std::path::Path>) -> i32 {
+    use crate::analysis::partition::{KeySource, PartitionKey};
+    let mut keys: std::collections::BTreeMap<String, PartitionKey> = Default::default();
+    if let Some(path) = report {
+        match Report::load(path) {
+            Ok(r) => keys.extend(r.partition_keys),
+            Err(e) => {
+                eprintln!("wirelint: {e}");
+                return 2;
+            }
+        }
+    }
+    if let Some(path) = config {
+        match FileConfig::load(path) {
+            Ok(file) => {
+                for (ns, paths) in file.partition_keys() {
+                    keys.insert(
+                        ns,
+                        PartitionKey {
+                            paths,
+                            source: KeySource::Config,
+                        },
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("wirelint: {e}");
+                return 2;
+            }
+        }
+    }
+    if config.is_none() && report.is_none() {
+        eprintln!("wirelint: give --config FILE and/or --report FILE");
+        return 2;
+    }
+    if keys.is_empty() {
+        println!("no partition keys known: set them in the config file ([collections.\"db.coll\"] partition_key = [\"field\"]), or run traffic that creates sharded collections");
+    }
+    for (ns, key) in keys {
+        println!(
+            "{ns:<40} [{}]  from {}",
+            key.paths.join(", "),
+            key.source.describe()
+        );
+    }
+    0
+}
+
 fn report_command(args: &ReportArgs) -> i32 {
     let report = match Report::load(&args.file) {
         Ok(r) => r,
@@ -458,6 +527,7 @@ fn report_command(args: &ReportArgs) -> i32 {
 }
 
 async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
+    let signal = shutdown_signal();
     let mut proxy = match Proxy::start(settings).await {
         Ok(p) => p,
         Err(e) => {
@@ -498,7 +568,7 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
             }
         })
     });
-    wait_for_signal().await;
+    signal.await;
     if let Some(task) = summary {
         task.abort();
     }
@@ -528,24 +598,33 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
     }
 }
 
-async fn wait_for_signal() {
+/// Listens for SIGINT and SIGTERM from the moment it is created (so a
+/// signal that comes early still means "shut down gracefully").
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            let recv = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = recv(term) => {}
+                _ = recv(int) => {}
             }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -128,6 +128,14 @@ pub enum ConfigError {
 }
 
 impl FileConfig {
+    /// `[collections."db.coll"] partition_key = [...]` entries.
+    pub fn partition_keys(&self) -> Vec<(String, Vec<String>)> {
+        self.collections
+            .iter()
+            .filter_map(|(ns, c)| c.partition_key.clone().map(|k| (ns.clone(), k)))
+            .collect()
+    }
+
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
@@ -227,6 +235,8 @@ pub struct AnalysisSettings {
     pub live: Option<fn(&crate::rules::FindingEvent)>,
     /// How much per-namespace state is kept (LRU-capped).
     pub caps: crate::analysis::state::Caps,
+    /// Partition keys from the config file: namespace → key paths.
+    pub partition_keys: Vec<(String, Vec<String>)>,
 }
 
 impl Default for AnalysisSettings {
@@ -239,6 +249,7 @@ impl Default for AnalysisSettings {
             show_values: false,
             live: None,
             caps: crate::analysis::state::Caps::default(),
+            partition_keys: Vec::new(),
         }
     }
 }

@@ -391,3 +391,106 @@ async fn show_values_adds_example_ids_to_findings() {
     );
     proxy.shutdown().await;
 }
+
+/// seed 004 V1: posts partitioned by postId. Reads by postId stay in one
+/// partition; by userId they fan out (WL201); `$in` on the key is targeted
+/// (info); the sorted, limited feed is WL202.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
+    use futures_util::TryStreamExt;
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.analysis.partition_keys = vec![("part_test.posts".into(), vec!["postId".into()])];
+    let proxy = common::proxy_with(settings).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let posts = c.database("part_test").collection::<Document>("posts");
+    let _ = posts.drop().await;
+    posts
+        .insert_many((0..40).map(
+            |i| doc! {"postId": format!("p{i}"), "userId": format!("u{}", i % 4), "createdAt": i},
+        ))
+        .await
+        .unwrap();
+    for i in 0..10 {
+        posts
+            .find_one(doc! {"postId": format!("p{i}")})
+            .comment("Q2")
+            .await
+            .unwrap();
+        let _: Vec<Document> = posts
+            .find(doc! {"userId": format!("u{}", i % 4)})
+            .comment("Q3")
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+    }
+    for i in 0..3 {
+        let _: Vec<Document> = posts
+            .find(doc! {"postId": {"$in": [format!("p{i}"), format!("p{}", i + 1)]}})
+            .comment("Q5")
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+    }
+    for _ in 0..5 {
+        let _: Vec<Document> = posts
+            .find(doc! {})
+            .sort(doc! {"createdAt": -1})
+            .limit(10)
+            .comment("Q6")
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+    }
+    settled(&proxy).await;
+    let report = proxy.report();
+    let label = |name: &str| pattern(&report, name).partitions.label().to_string();
+    assert_eq!(
+        (label("Q2"), label("Q3"), label("Q5"), label("Q6")),
+        (
+            "single".into(),
+            "fan-out".into(),
+            "targeted".into(),
+            "fan-out".into()
+        )
+    );
+    assert_eq!(pattern(&report, "Q2").verdict, "ok");
+    assert_eq!(
+        pattern(&report, "Q5").verdict,
+        "ok",
+        "targeted is info only"
+    );
+    let mut got: Vec<(String, Severity, Vec<String>)> = report
+        .findings
+        .iter()
+        .map(|f| (f.rule.clone(), f.severity, f.patterns.clone()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("WL201".to_string(), Severity::Info, vec!["Q5".to_string()]),
+            (
+                "WL201".to_string(),
+                Severity::Warning,
+                vec!["Q3".to_string()]
+            ),
+            (
+                "WL202".to_string(),
+                Severity::Warning,
+                vec!["Q6".to_string()]
+            ),
+        ]
+    );
+    assert_eq!(
+        report.partition_keys["part_test.posts"].paths,
+        vec!["postId"]
+    );
+    proxy.shutdown().await;
+}

@@ -206,3 +206,20 @@ fn json_logs_are_json() {
     assert_eq!(parsed["level"], "INFO");
     assert_eq!(terminate(child), 0);
 }
+
+#[test]
+fn keys_lists_partition_keys_with_their_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wirelint.toml");
+    std::fs::write(&path, "[collections.\"blog.posts\"]\npartition_key = [\"postId\"]\n\n[collections.\"blog.users\"]\npartition_key = [\"tenant\", \"userId\"]\n").unwrap();
+    let (code, out, _) = run(wirelint().args(["keys", "--config"]).arg(&path));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("blog.posts") && out.contains("[postId]") && out.contains("from config file"),
+        "{out}"
+    );
+    assert!(out.contains("[tenant, userId]"), "{out}");
+    let (code, _, err) = run(wirelint().arg("keys"));
+    assert_eq!(code, 2);
+    assert!(err.contains("--config"), "{err}");
+}

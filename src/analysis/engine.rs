@@ -7,6 +7,7 @@
 //! per message (readers: reports, the admin endpoints).
 
 use super::command::{Command, Kind, Reply};
+use super::partition::{self, PartitionKeys, Partitioning};
 use super::patterns::{Invocation, NamedBy, PatternTable};
 use super::shape::{self, Shape};
 use super::state::{Caps, Lru, Namespaces};
@@ -27,6 +28,7 @@ pub struct Origin {
     pub pattern: String,
     pub shape: Shape,
     pub namespace: String,
+    pub partitioning: Option<Partitioning>,
 }
 
 /// Everything learnt from the traffic, shared by the workers.
@@ -35,6 +37,7 @@ pub struct Knowledge {
     pub namespaces: Namespaces,
     pub findings: FindingStore,
     pub cursors: Lru<i64, Origin>,
+    pub partition_keys: PartitionKeys,
     pub settings: RuleSettings,
     pub show_values: bool,
     pub started: SystemTime,
@@ -47,7 +50,17 @@ pub struct Knowledge {
 
 impl Knowledge {
     pub fn new(settings: RuleSettings, show_values: bool, caps: Caps) -> Knowledge {
+        Knowledge::with_keys(settings, show_values, caps, PartitionKeys::default())
+    }
+
+    pub fn with_keys(
+        settings: RuleSettings,
+        show_values: bool,
+        caps: Caps,
+        partition_keys: PartitionKeys,
+    ) -> Knowledge {
         Knowledge {
+            partition_keys,
             patterns: PatternTable::default(),
             namespaces: Namespaces::new(caps),
             findings: FindingStore::default(),
@@ -72,6 +85,7 @@ impl Knowledge {
         {
             let mut cx = RuleContext {
                 namespaces: &self.namespaces,
+                partition_keys: &self.partition_keys,
                 settings: &self.settings,
                 findings: &mut self.findings,
                 events: &mut events,
@@ -179,6 +193,20 @@ impl Engine {
                     },
                 );
             }
+            Kind::ShardCollection | Kind::CustomAction if cmd.shard_key().is_some() => {
+                // Learnt from the reply, if the server accepted it.
+                self.remember(
+                    conn,
+                    request_id,
+                    Pending {
+                        at,
+                        request: frame.clone(),
+                        origin: None,
+                        getmore: false,
+                        continuation: false,
+                    },
+                );
+            }
             Kind::KillCursors => {
                 let mut k = lock(&self.knowledge);
                 for id in cmd.killed_cursors() {
@@ -198,18 +226,31 @@ impl Engine {
                     _ => (shape.text.clone(), NamedBy::Shape),
                 };
                 self.start_operation(conn, &pattern, named_by, &shape);
-                let events = {
+                let (events, partitioning) = {
                     let mut k = lock(&self.knowledge);
                     k.operations += 1;
                     k.patterns
                         .touch(&pattern, named_by, &namespace, &shape, cmd.name);
-                    observe_writes(&mut k, &cmd, &namespace, &shape, &pattern)
+                    let partitioning = k.partition_keys.get(&namespace).map(|key| {
+                        partition::classify_command(&cmd, &key.paths)
+                            .unwrap_or(Partitioning::Single)
+                    });
+                    k.patterns.count_partitions(&pattern, partitioning);
+                    let view = OpView {
+                        cmd: &cmd,
+                        namespace: &namespace,
+                        shape: &shape,
+                        pattern: &pattern,
+                        partitioning,
+                    };
+                    (observe_writes(&mut k, &view), partitioning)
                 };
                 self.emit(events);
                 let origin = Origin {
                     pattern,
                     shape,
                     namespace,
+                    partitioning,
                 };
                 if expects_reply {
                     self.remember(
@@ -244,6 +285,7 @@ impl Engine {
         let more_to_come = matches!(message, Message::Msg(m) if m.more_to_come());
         let latency = at.saturating_duration_since(pending.at).as_micros() as u64;
         let Some(origin) = pending.origin.clone() else {
+            self.learn_partition_key(&pending, message);
             return;
         };
         let reply = Reply::parse(message);
@@ -288,6 +330,7 @@ impl Engine {
                         namespace: &origin.namespace,
                         shape: &origin.shape,
                         pattern: &origin.pattern,
+                        partitioning: origin.partitioning,
                     };
                     let done = CompletedOp {
                         op: &view,
@@ -343,6 +386,22 @@ impl Engine {
                     ..pending
                 },
             );
+        }
+    }
+
+    /// A shardCollection / customAction the server accepted: its key.
+    fn learn_partition_key(&self, pending: &Pending, reply: &Message<'_>) {
+        if !Reply::parse(reply).is_some_and(|r| r.ok()) {
+            return;
+        }
+        let Ok(request) = Message::parse(&pending.request) else {
+            return;
+        };
+        let Some(cmd) = Command::parse(&request) else {
+            return;
+        };
+        if let Some((namespace, key)) = lock(&self.knowledge).partition_keys.learn(&cmd) {
+            tracing::info!(%namespace, key = ?key.paths, "partition key learnt from {}", key.source.describe());
         }
     }
 
@@ -448,13 +507,8 @@ fn data_namespace(cmd: &Command<'_>) -> Option<String> {
 
 /// Records what a write carries (documents, update operators) and runs the
 /// request and document hooks.
-fn observe_writes(
-    k: &mut Knowledge,
-    cmd: &Command<'_>,
-    namespace: &str,
-    shape: &Shape,
-    pattern: &str,
-) -> Vec<FindingEvent> {
+fn observe_writes(k: &mut Knowledge, view: &OpView<'_>) -> Vec<FindingEvent> {
+    let (cmd, namespace) = (view.cmd, view.namespace);
     let inserted = cmd.documents();
     let updates = cmd.updates();
     let mut replaced = Vec::new();
@@ -471,19 +525,13 @@ fn observe_writes(
             None => {}
         }
     }
-    let view = OpView {
-        cmd,
-        namespace,
-        shape,
-        pattern,
-    };
     k.with_rules(|rule, cx| {
-        rule.on_request(&view, cx);
+        rule.on_request(view, cx);
         for doc in &inserted {
-            rule.on_document(&view, doc, DocSource::Inserted, cx);
+            rule.on_document(view, doc, DocSource::Inserted, cx);
         }
         for doc in &replaced {
-            rule.on_document(&view, doc, DocSource::Replaced, cx);
+            rule.on_document(view, doc, DocSource::Replaced, cx);
         }
     })
 }
@@ -564,6 +612,76 @@ mod tests {
         assert!(
             k.cursors.get(&77).is_none(),
             "an exhausted cursor is forgotten"
+        );
+    }
+
+    #[test]
+    fn partition_keys_are_learnt_from_accepted_commands_only() {
+        let k = knowledge();
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        let send = |e: &mut Engine, id: i32, body: bson::RawDocumentBuf, ok: f64| {
+            e.message(
+                3,
+                Direction::Request,
+                t,
+                Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+            );
+            let reply = rawdoc! {"ok": ok};
+            e.message(
+                3,
+                Direction::Reply,
+                t,
+                Bytes::from(encode(100 + id, id, 0, reply.as_bytes(), &[])),
+            );
+        };
+        send(
+            &mut e,
+            1,
+            rawdoc! {"shardCollection": "blog.refused", "key": {"x": 1}, "$db": "admin"},
+            0.0,
+        );
+        send(
+            &mut e,
+            2,
+            rawdoc! {"shardCollection": "blog.posts", "key": {"postId": "hashed"}, "$db": "admin"},
+            1.0,
+        );
+        send(
+            &mut e,
+            3,
+            rawdoc! {"customAction": "CreateCollection", "collection": "users", "shardKey": "userId", "$db": "blog"},
+            1.0,
+        );
+        send(
+            &mut e,
+            4,
+            rawdoc! {"find": "posts", "filter": {"userId": "u"}, "comment": "Q3", "$db": "blog"},
+            1.0,
+        );
+        send(
+            &mut e,
+            5,
+            rawdoc! {"find": "posts", "filter": {"postId": "p"}, "comment": "Q2", "$db": "blog"},
+            1.0,
+        );
+        e.flush();
+        let k = k.lock().unwrap();
+        assert!(k.partition_keys.get("blog.refused").is_none());
+        assert_eq!(
+            k.partition_keys.get("blog.posts").unwrap().paths,
+            vec!["postId"]
+        );
+        assert_eq!(
+            k.partition_keys.get("blog.users").unwrap().paths,
+            vec!["userId"]
+        );
+        assert_eq!(k.patterns.get("Q3").unwrap().partitions.fanout, 1);
+        assert_eq!(k.patterns.get("Q2").unwrap().partitions.single, 1);
+        let f = k.findings.all().next().expect("WL201 for Q3");
+        assert_eq!(
+            (f.rule.as_str(), f.namespace.as_str()),
+            ("WL201", "blog.posts")
         );
     }
 

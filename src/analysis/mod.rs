@@ -15,6 +15,7 @@
 
 pub mod command;
 pub mod engine;
+pub mod partition;
 pub mod patterns;
 pub mod shape;
 pub mod state;

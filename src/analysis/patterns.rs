@@ -192,6 +192,20 @@ impl PatternTable {
         }
     }
 
+    /// Counts how one operation of `pattern` met its collection's key.
+    pub fn count_partitions(&mut self, pattern: &str, how: Option<super::partition::Partitioning>) {
+        use super::partition::Partitioning;
+        if let Some(stats) = self.patterns.map_get_mut(pattern) {
+            let p = &mut stats.partitions;
+            match how {
+                Some(Partitioning::Single) => p.single += 1,
+                Some(Partitioning::Targeted) => p.targeted += 1,
+                Some(Partitioning::FanOut) => p.fanout += 1,
+                None => p.unknown += 1,
+            }
+        }
+    }
+
     pub fn get(&self, pattern: &str) -> Option<&PatternStats> {
         self.patterns.get(&pattern.to_string())
     }

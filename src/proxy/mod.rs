@@ -94,10 +94,13 @@ impl Proxy {
         let upstream_display = settings.upstream.to_string();
         let upstream = Upstream::new(settings.upstream.clone(), settings.connect_timeout)?;
         let stats = Arc::new(Stats::default());
-        let knowledge = Arc::new(Mutex::new(Knowledge::new(
+        let knowledge = Arc::new(Mutex::new(Knowledge::with_keys(
             settings.analysis.rules.clone(),
             settings.analysis.show_values,
             settings.analysis.caps.clone(),
+            crate::analysis::partition::PartitionKeys::from_config(
+                settings.analysis.partition_keys.clone(),
+            ),
         )));
         let (analysis, workers) =
             AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());

@@ -33,6 +33,9 @@ pub struct Report {
     pub patterns: Vec<PatternReport>,
     pub shapes: Vec<ShapeReport>,
     pub findings: Vec<Finding>,
+    /// Partition keys known at the time, by namespace, with their source.
+    #[serde(default)]
+    pub partition_keys: BTreeMap<String, crate::analysis::partition::PartitionKey>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -175,6 +178,7 @@ impl Report {
             patterns,
             shapes,
             findings,
+            partition_keys: knowledge.partition_keys.all().clone(),
         }
     }
 

@@ -8,6 +8,7 @@
 //! deduplicated by (rule, namespace, subject) in the [`FindingStore`].
 
 mod wl103_large_document;
+mod wl201_cross_partition;
 mod wl504_lookup_heavy;
 
 use crate::analysis::command::Command;
@@ -78,6 +79,8 @@ pub struct OpView<'a> {
     pub shape: &'a Shape,
     /// The access pattern's name (the `comment`, or the shape).
     pub pattern: &'a str,
+    /// How it meets the collection's partition key, when one is known.
+    pub partitioning: Option<crate::analysis::partition::Partitioning>,
 }
 
 /// Where a document was seen.
@@ -126,6 +129,8 @@ pub trait Rule: Send {
 pub fn all() -> Vec<Box<dyn Rule>> {
     vec![
         Box::new(wl103_large_document::LargeDocument::default()),
+        Box::new(wl201_cross_partition::CrossPartition::query()),
+        Box::new(wl201_cross_partition::CrossPartition::sort()),
         Box::new(wl504_lookup_heavy::LookupHeavy::default()),
     ]
 }
@@ -350,6 +355,7 @@ pub struct FindingEvent {
 /// What a rule's hook can see and do.
 pub struct RuleContext<'a> {
     pub namespaces: &'a Namespaces,
+    pub partition_keys: &'a crate::analysis::partition::PartitionKeys,
     pub settings: &'a RuleSettings,
     pub findings: &'a mut FindingStore,
     pub events: &'a mut Vec<FindingEvent>,
