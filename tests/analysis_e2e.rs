@@ -494,3 +494,113 @@ async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
     );
     proxy.shutdown().await;
 }
+
+/// seed 000: a blog post whose comments are pushed into the post with no
+/// bound (WL101, confirmed as the same post is read growing; WL102 once it
+/// passes 250), against the good designs: the 10 most recent comments kept
+/// with $slice, older ones in buckets of 100 — silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbounded_comment_arrays_are_reported_and_bounded_designs_are_not() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let db = c.database("growth_test");
+    let bad = db.collection::<Document>("posts_bad");
+    let good = db.collection::<Document>("posts_good");
+    let buckets = db.collection::<Document>("comment_buckets");
+    for coll in [&bad, &good, &buckets] {
+        let _ = coll.drop().await;
+    }
+    bad.insert_one(doc! {"_id": 1, "title": "t", "comments": []})
+        .await
+        .unwrap();
+    good.insert_one(doc! {"_id": 1, "title": "t", "recentComments": []})
+        .await
+        .unwrap();
+    for i in 0..300 {
+        let comment = doc! {"by": "someone", "text": "nice post", "n": i};
+        bad.update_one(
+            doc! {"_id": 1},
+            doc! {"$push": {"comments": comment.clone()}},
+        )
+        .comment("C3 comment")
+        .await
+        .unwrap();
+        // FerretDB v1.24.2 ignores $slice in $push (the array keeps
+        // growing), so the bounded push runs 20 times only: enough for
+        // WL101 to have judged it, not enough for a real WL102.
+        if i < 20 {
+            good.update_one(
+                doc! {"_id": 1},
+                doc! {"$push": {"recentComments": {"$each": [comment.clone()], "$slice": -10}}},
+            )
+            .comment("C3 comment (good)")
+            .await
+            .unwrap();
+        }
+        buckets
+            .update_one(
+                doc! {"postId": 1, "count": {"$lt": 100}},
+                doc! {"$push": {"comments": comment}, "$inc": {"count": 1}},
+            )
+            .upsert(true)
+            .comment("C3 comment (good)")
+            .await
+            .unwrap();
+        if i % 50 == 0 {
+            bad.find_one(doc! {"_id": 1})
+                .comment("Q2 get post")
+                .await
+                .unwrap();
+            good.find_one(doc! {"_id": 1})
+                .comment("Q2 get post (good)")
+                .await
+                .unwrap();
+        }
+    }
+    bad.find_one(doc! {"_id": 1})
+        .comment("Q2 get post")
+        .await
+        .unwrap();
+    good.find_one(doc! {"_id": 1})
+        .comment("Q2 get post (good)")
+        .await
+        .unwrap();
+    settled(&proxy).await;
+    let findings = proxy.findings();
+    let mut got: Vec<(String, String, String, Severity)> = findings
+        .iter()
+        .map(|f| {
+            (
+                f.rule.clone(),
+                f.namespace.clone(),
+                f.subject.clone(),
+                f.severity,
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "WL101".into(),
+                "growth_test.posts_bad".into(),
+                "comments".into(),
+                Severity::Error
+            ),
+            (
+                "WL102".into(),
+                "growth_test.posts_bad".into(),
+                "comments".into(),
+                Severity::Warning
+            ),
+        ],
+        "{findings:#?}"
+    );
+    let wl101 = findings.iter().find(|f| f.rule == "WL101").unwrap();
+    assert_eq!(wl101.evidence["growth_confirmed"], serde_json::json!(true));
+    let wl102 = findings.iter().find(|f| f.rule == "WL102").unwrap();
+    assert_eq!(wl102.evidence["max_length"], serde_json::json!(300));
+    proxy.shutdown().await;
+}

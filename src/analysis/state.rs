@@ -246,8 +246,7 @@ impl Namespaces {
         let caps = self.caps.clone();
         let state = self.state(namespace);
         state.doc_sizes.record(doc.as_bytes().len() as u64);
-        let mut lengths = Vec::new();
-        walk_arrays(doc, "", 0, &caps, &mut lengths);
+        let lengths = array_lengths(doc, &caps);
         for (path, len) in &lengths {
             state
                 .arrays
@@ -317,6 +316,28 @@ fn raw_value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
         other => out.extend_from_slice(format!("{other:?}").as_bytes()),
     }
     out
+}
+
+/// (path, length) of every array in `doc`, elements folded as `path.$`.
+pub fn array_lengths(doc: &RawDocument, caps: &Caps) -> Vec<(String, u32)> {
+    let mut lengths = Vec::new();
+    walk_arrays(doc, "", 0, caps, &mut lengths);
+    lengths
+}
+
+/// An update path in the folded form state uses: positional `$`, `$[]`
+/// and `$[name]` all become `$`, and array indexes too.
+pub fn fold_path(path: &str) -> String {
+    path.split('.')
+        .map(|part| {
+            if part.starts_with('$') || part.chars().all(|c| c.is_ascii_digit()) {
+                "$"
+            } else {
+                part
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// Collects (path, length) for every array, elements folded as `path.$`.

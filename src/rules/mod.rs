@@ -7,6 +7,8 @@
 //! namespace at hand, and a way to report a finding. Findings are
 //! deduplicated by (rule, namespace, subject) in the [`FindingStore`].
 
+mod wl101_unbounded_array_growth;
+mod wl102_large_array;
 mod wl103_large_document;
 mod wl201_cross_partition;
 mod wl504_lookup_heavy;
@@ -128,6 +130,8 @@ pub trait Rule: Send {
 /// Every rule wirelint ships, in id order.
 pub fn all() -> Vec<Box<dyn Rule>> {
     vec![
+        Box::new(wl101_unbounded_array_growth::UnboundedArrayGrowth::default()),
+        Box::new(wl102_large_array::LargeArray),
         Box::new(wl103_large_document::LargeDocument::default()),
         Box::new(wl201_cross_partition::CrossPartition::query()),
         Box::new(wl201_cross_partition::CrossPartition::sort()),

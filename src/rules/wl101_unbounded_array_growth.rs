@@ -1,0 +1,234 @@
+//! WL101 unbounded-array-growth: updates that append to an array with no
+//! bound — `$push` / `$addToSet` (with or without `$each`) with no
+//! `$slice`, or a pipeline `$concatArrays` not wrapped in `$slice` — seen
+//! repeatedly with the same shape. It gets stronger (error) when the same
+//! document's array is seen growing across observations. `$push` with
+//! `$each` and `$slice` keeps the array bounded and is never reported.
+
+use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::command::Kind;
+use crate::analysis::state::fold_path;
+use bson::{RawBsonRef, RawDocument};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL101",
+    name: "unbounded-array-growth",
+    severity: Severity::Warning,
+    summary: "Updates keep appending to an embedded array with nothing that bounds it.",
+    advice: "Bound the array: keep only the N most recent with $push {$each: [...], $slice: -N} and store the \
+             rest in their own collection (subset pattern), reference from the child side, or bucket the \
+             children in documents of N (seed 000: comments in batches of 100).",
+    seed: "seed 000 (comments without bound; buckets of 100), seed 002 (book reviews)",
+    thresholds: &[Threshold { name: "min_updates", default: 3.0, help: "updates with the same shape before it is reported" }],
+};
+
+#[derive(Default)]
+pub struct UnboundedArrayGrowth {
+    /// (namespace, shape, path) → updates seen.
+    counts: BTreeMap<(String, u64, String), u64>,
+}
+
+/// Paths an operator update appends to without a bound, with the operator.
+pub fn unbounded_appends(update: &RawDocument) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for (op, fields) in update.iter().flatten() {
+        let op = match op.as_str() {
+            "$push" => "$push",
+            "$addToSet" => "$addToSet",
+            _ => continue,
+        };
+        let RawBsonRef::Document(fields) = fields else {
+            continue;
+        };
+        for (path, value) in fields.iter().flatten() {
+            let bounded = match value {
+                RawBsonRef::Document(m) => {
+                    m.get("$each").ok().flatten().is_some()
+                        && m.get("$slice").ok().flatten().is_some()
+                }
+                _ => false,
+            };
+            if !bounded {
+                out.push((fold_path(path.as_str()), op));
+            }
+        }
+    }
+    out
+}
+
+/// Fields a pipeline update grows with `$concatArrays` outside a `$slice`.
+pub fn unbounded_concats(pipeline: &bson::RawArray) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for stage in pipeline.into_iter().flatten() {
+        let RawBsonRef::Document(stage) = stage else {
+            continue;
+        };
+        for (name, body) in stage.iter().flatten() {
+            if !matches!(name.as_str(), "$set" | "$addFields") {
+                continue;
+            }
+            let RawBsonRef::Document(fields) = body else {
+                continue;
+            };
+            for (path, expr) in fields.iter().flatten() {
+                if let RawBsonRef::Document(e) = expr {
+                    if let Some(Ok((op, _))) = e.iter().next() {
+                        if op.as_str() == "$concatArrays" {
+                            out.push((fold_path(path.as_str()), "$concatArrays"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The bucket pattern bounds the array through the filter instead of
+/// `$slice`: `{count: {$lt: 100}}` with `$inc: {count: 1}` in the same
+/// update, or `{"comments.99": {$exists: false}}`.
+pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -> bool {
+    let Some(filter) = filter else { return false };
+    let incremented: Vec<String> = update
+        .and_then(|u| u.get_document("$inc").ok())
+        .map(|inc| {
+            inc.iter()
+                .flatten()
+                .map(|(k, _)| k.as_str().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    filter.iter().flatten().any(|(field, cond)| {
+        let RawBsonRef::Document(cond) = cond else {
+            return false;
+        };
+        let bounded_counter = incremented.iter().any(|f| f == field.as_str())
+            && (cond.get("$lt").ok().flatten().is_some()
+                || cond.get("$lte").ok().flatten().is_some());
+        let index_absent = field
+            .as_str()
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.chars().all(|c| c.is_ascii_digit()))
+            && matches!(cond.get_bool("$exists"), Ok(false));
+        bounded_counter || index_absent
+    })
+}
+
+impl Rule for UnboundedArrayGrowth {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
+        if !matches!(op.cmd.kind, Kind::Update | Kind::FindAndModify) {
+            return;
+        }
+        let mut appends = Vec::new();
+        for u in op.cmd.updates() {
+            if is_bucketed(u.filter, u.update) {
+                continue;
+            }
+            if let Some(doc) = u.update.filter(|_| u.is_operator_update()) {
+                appends.extend(unbounded_appends(doc));
+            }
+            if let Some(p) = u.pipeline {
+                appends.extend(unbounded_concats(p));
+            }
+        }
+        for (path, operator) in appends {
+            let count = self
+                .counts
+                .entry((op.namespace.to_string(), op.shape.hash, path.clone()))
+                .or_default();
+            *count += 1;
+            let count = *count;
+            if (count as f64) < cx.threshold(&META, op.namespace, "min_updates") {
+                continue;
+            }
+            let array = cx
+                .namespaces
+                .get(op.namespace)
+                .and_then(|ns| ns.arrays.get(&path));
+            let growth = array.map_or(0, |a| a.growth_events);
+            let max_len = array.map_or(0, |a| a.lengths.max);
+            let severity = if growth > 0 {
+                Severity::Error
+            } else {
+                Severity::Warning
+            };
+            let mut evidence = BTreeMap::new();
+            evidence.insert("operator".into(), json!(operator));
+            evidence.insert("updates".into(), json!(count));
+            evidence.insert("growth_confirmed".into(), json!(growth > 0));
+            evidence.insert("growth_events".into(), json!(growth));
+            evidence.insert("max_length_seen".into(), json!(max_len));
+            let confirmed = if growth > 0 {
+                format!("; the same documents were seen growing {growth} times, up to {max_len} elements")
+            } else {
+                String::new()
+            };
+            cx.report(
+                &META,
+                FindingDraft {
+                    namespace: op.namespace.to_string(),
+                    subject: path.clone(),
+                    severity,
+                    pattern: Some(op.pattern.to_string()),
+                    shape: Some(op.shape.text.clone()),
+                    message: format!("{operator} onto `{path}` with no $slice, {count} updates so far{confirmed}"),
+                    evidence,
+                },
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    #[test]
+    fn buckets_bound_the_array_through_the_filter() {
+        let push = rawdoc! {"$push": {"comments": {"t": 1}}, "$inc": {"count": 1}};
+        assert!(is_bucketed(
+            Some(&rawdoc! {"postId": 1, "count": {"$lt": 100}}),
+            Some(&push)
+        ));
+        assert!(is_bucketed(
+            Some(&rawdoc! {"postId": 1, "comments.99": {"$exists": false}}),
+            Some(&push)
+        ));
+        assert!(!is_bucketed(Some(&rawdoc! {"postId": 1}), Some(&push)));
+        assert!(
+            !is_bucketed(Some(&rawdoc! {"other": {"$lt": 100}}), Some(&push)),
+            "the bound must be on the counter it increments"
+        );
+    }
+
+    #[test]
+    fn bounded_and_unbounded_appends() {
+        let u = rawdoc! {"$push": {"comments": {"t": 1}, "recent": {"$each": [1], "$slice": -10}, "log": {"$each": [1, 2]}},
+        "$addToSet": {"tags": "x"}, "$inc": {"n": 1}};
+        let got = unbounded_appends(&u);
+        assert_eq!(
+            got,
+            vec![
+                ("comments".to_string(), "$push"),
+                ("log".to_string(), "$push"),
+                ("tags".to_string(), "$addToSet")
+            ]
+        );
+        let u = rawdoc! {"$push": {"items.$[i].history": 1, "rows.3.cells": 2}};
+        let got: Vec<String> = unbounded_appends(&u).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(got, vec!["items.$.history", "rows.$.cells"]);
+        let p = bson::rawdoc! {"p": [{"$set": {"c": {"$concatArrays": ["$c", ["x"]]}, "d": {"$slice": [{"$concatArrays": ["$d", ["y"]]}, -5]}}}]};
+        assert_eq!(
+            unbounded_concats(p.get_array("p").unwrap()),
+            vec![("c".to_string(), "$concatArrays")]
+        );
+    }
+}

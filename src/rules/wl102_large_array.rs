@@ -1,0 +1,90 @@
+//! WL102 large-array: an array in a document (inserted, replaced, upserted
+//! or returned) longer than 250 elements (warning) or 10,000 (error), the
+//! thresholds of MongoDB Compass's and Atlas's schema advice. Per field
+//! path, array elements folded as `path.$`.
+
+use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::state::array_lengths;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL102",
+    name: "large-array",
+    severity: Severity::Warning,
+    summary: "An embedded array is large: every read and write of the document carries all of it.",
+    advice: "Bound it: keep the N most used elements in the document (subset pattern) and the rest in their own \
+             collection, or reference from the child side, or group children in bucket documents of N \
+             (seed 000: batches of 100 comments).",
+    seed: "seed 000 (one-to-many, buckets of 100), seed 002 (unbounded arrays)",
+    thresholds: &[
+        Threshold { name: "warn", default: 250.0, help: "elements; a warning from this length" },
+        Threshold { name: "error", default: 10_000.0, help: "elements; an error from this length" },
+    ],
+};
+
+#[derive(Default)]
+pub struct LargeArray;
+
+impl Rule for LargeArray {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_document(
+        &mut self,
+        op: &OpView<'_>,
+        doc: &bson::RawDocument,
+        source: DocSource,
+        cx: &mut RuleContext<'_>,
+    ) {
+        let warn = cx.threshold(&META, op.namespace, "warn");
+        let caps = cx.namespaces.caps.clone();
+        for (path, len) in array_lengths(doc, &caps) {
+            if (len as f64) < warn {
+                continue;
+            }
+            let error = cx.threshold(&META, op.namespace, "error");
+            let severity = if len as f64 >= error {
+                Severity::Error
+            } else {
+                Severity::Warning
+            };
+            let stats = cx
+                .namespaces
+                .get(op.namespace)
+                .and_then(|ns| ns.arrays.get(&path))
+                .map(|a| {
+                    (
+                        a.lengths.max,
+                        a.lengths.quantile(0.99),
+                        a.lengths.count,
+                        a.growth_events,
+                    )
+                });
+            let (max, p99, seen, growth) = stats.unwrap_or((len as u64, len as u64, 1, 0));
+            let mut evidence = BTreeMap::new();
+            evidence.insert("max_length".into(), json!(max));
+            evidence.insert("p99_length".into(), json!(p99));
+            evidence.insert("arrays_observed".into(), json!(seen));
+            evidence.insert("growth_events".into(), json!(growth));
+            evidence.insert("seen_when".into(), json!(source.as_str()));
+            cx.report(
+                &META,
+                FindingDraft {
+                    namespace: op.namespace.to_string(),
+                    subject: path.clone(),
+                    severity,
+                    pattern: Some(op.pattern.to_string()),
+                    shape: Some(op.shape.text.clone()),
+                    message: format!(
+                        "array `{path}` has {len} elements in a {} document (max seen {max}, p99 ≤ {p99}; warn ≥ {})",
+                        source.as_str(),
+                        warn as u64
+                    ),
+                    evidence,
+                },
+            );
+        }
+    }
+}
