@@ -595,6 +595,12 @@ async fn unbounded_comment_arrays_are_reported_and_bounded_designs_are_not() {
                 "comments".into(),
                 Severity::Warning
             ),
+            (
+                "WL301".into(),
+                "growth_test.posts_bad".into(),
+                "comments".into(),
+                Severity::Warning
+            ),
         ],
         "{findings:#?}"
     );

@@ -517,7 +517,9 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>) -> Vec<FindingEvent> {
     }
     for u in &updates {
         match u.update {
-            Some(doc) if u.is_operator_update() => k.namespaces.observe_update(namespace, doc),
+            Some(doc) if u.is_operator_update() => {
+                k.namespaces.observe_update(namespace, u.filter, doc)
+            }
             Some(doc) => {
                 k.namespaces.observe_document(namespace, doc);
                 replaced.push(doc);

@@ -193,6 +193,9 @@ pub struct NamespaceState {
     documents: Lru<u64, Vec<(u64, u32)>>,
     /// (operator, path) → count, from updates.
     pub write_ops: Lru<(String, String), u64>,
+    /// Array paths the application bounds by design: `$push` with `$each`
+    /// and `$slice`, or the bucket pattern (a counter bound in the filter).
+    pub bounded_paths: Lru<String, ()>,
 }
 
 impl NamespaceState {
@@ -202,6 +205,7 @@ impl NamespaceState {
             arrays: Lru::new(caps.paths_per_namespace),
             documents: Lru::new(caps.documents_per_namespace),
             write_ops: Lru::new(caps.paths_per_namespace),
+            bounded_paths: Lru::new(caps.paths_per_namespace),
         }
     }
 
@@ -282,18 +286,30 @@ impl Namespaces {
     }
 
     /// Records the operators and paths of an update document.
-    pub fn observe_update(&mut self, namespace: &str, update: &RawDocument) {
+    pub fn observe_update(
+        &mut self,
+        namespace: &str,
+        filter: Option<&RawDocument>,
+        update: &RawDocument,
+    ) {
+        let bucketed = is_bucketed(filter, Some(update));
         let state = self.state(namespace);
         for (op, fields) in update.iter().flatten() {
             if !op.as_str().starts_with('$') {
                 return;
             }
             if let RawBsonRef::Document(fields) = fields {
-                for (path, _) in fields.iter().flatten() {
+                for (path, value) in fields.iter().flatten() {
                     *state.write_ops.get_or_insert_with(
                         &(op.as_str().to_string(), path.as_str().to_string()),
                         || 0,
                     ) += 1;
+                    let appends = matches!(op.as_str(), "$push" | "$addToSet");
+                    if appends && (bucketed || is_sliced(value)) {
+                        state
+                            .bounded_paths
+                            .get_or_insert_with(&fold_path(path.as_str()), || ());
+                    }
                 }
             }
         }
@@ -318,11 +334,68 @@ fn raw_value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
     out
 }
 
+/// One array in a document: its folded path, length and encoded size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayInDoc {
+    pub path: String,
+    pub len: u32,
+    pub bytes: usize,
+}
+
+/// Every array in `doc`, elements folded as `path.$`.
+pub fn arrays_in(doc: &RawDocument, caps: &Caps) -> Vec<ArrayInDoc> {
+    let mut found = Vec::new();
+    walk_arrays(doc, "", 0, caps, &mut found);
+    found
+}
+
 /// (path, length) of every array in `doc`, elements folded as `path.$`.
 pub fn array_lengths(doc: &RawDocument, caps: &Caps) -> Vec<(String, u32)> {
-    let mut lengths = Vec::new();
-    walk_arrays(doc, "", 0, caps, &mut lengths);
-    lengths
+    arrays_in(doc, caps)
+        .into_iter()
+        .map(|a| (a.path, a.len))
+        .collect()
+}
+
+/// `{$each: [...], $slice: N}`: a push that keeps the array bounded.
+pub fn is_sliced(value: RawBsonRef<'_>) -> bool {
+    match value {
+        RawBsonRef::Document(m) => {
+            m.get("$each").ok().flatten().is_some() && m.get("$slice").ok().flatten().is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The bucket pattern bounds the array through the filter instead of
+/// `$slice`: `{count: {$lt: 100}}` with `$inc: {count: 1}` in the same
+/// update, or `{"comments.99": {$exists: false}}`.
+pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -> bool {
+    let Some(filter) = filter else { return false };
+    let incremented: Vec<String> = update
+        .and_then(|u| u.get_document("$inc").ok())
+        .map(|inc| {
+            inc.iter()
+                .flatten()
+                .map(|(k, _)| k.as_str().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    filter.iter().flatten().any(|(field, cond)| {
+        let RawBsonRef::Document(cond) = cond else {
+            return false;
+        };
+        let bounded_counter = incremented.iter().any(|f| f == field.as_str())
+            && (cond.get("$lt").ok().flatten().is_some()
+                || cond.get("$lte").ok().flatten().is_some());
+        let index_absent = field
+            .as_str()
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.chars().all(|c| c.is_ascii_digit()))
+            && matches!(cond.get_bool("$exists"), Ok(false));
+        bounded_counter || index_absent
+    })
 }
 
 /// An update path in the folded form state uses: positional `$`, `$[]`
@@ -346,7 +419,7 @@ fn walk_arrays(
     prefix: &str,
     depth: usize,
     caps: &Caps,
-    out: &mut Vec<(String, u32)>,
+    out: &mut Vec<ArrayInDoc>,
 ) {
     if depth >= caps.depth || out.len() >= caps.paths_per_namespace {
         return;
@@ -370,7 +443,11 @@ fn walk_arrays(
                         }
                     }
                 }
-                out.push((path, len));
+                out.push(ArrayInDoc {
+                    path,
+                    len,
+                    bytes: array.as_bytes().len(),
+                });
             }
             _ => {}
         }
@@ -441,8 +518,32 @@ mod tests {
         assert_eq!(state.doc_sizes.count, 2);
         ns.observe_update(
             "blog.posts",
+            None,
             &rawdoc! {"$push": {"comments": {"t": 1}}, "$inc": {"n": 1}},
         );
+        assert!(ns.get("blog.posts").unwrap().bounded_paths.is_empty());
+        ns.observe_update(
+            "blog.posts",
+            None,
+            &rawdoc! {"$push": {"recent": {"$each": [1], "$slice": -10}}},
+        );
+        ns.observe_update(
+            "blog.buckets",
+            Some(&rawdoc! {"postId": 1, "count": {"$lt": 100}}),
+            &rawdoc! {"$push": {"comments": 1}, "$inc": {"count": 1}},
+        );
+        assert!(ns
+            .get("blog.posts")
+            .unwrap()
+            .bounded_paths
+            .get(&"recent".to_string())
+            .is_some());
+        assert!(ns
+            .get("blog.buckets")
+            .unwrap()
+            .bounded_paths
+            .get(&"comments".to_string())
+            .is_some());
         let state = ns.get("blog.posts").unwrap();
         assert_eq!(
             state

@@ -11,6 +11,7 @@ mod wl101_unbounded_array_growth;
 mod wl102_large_array;
 mod wl103_large_document;
 mod wl201_cross_partition;
+mod wl301_missing_subset;
 mod wl504_lookup_heavy;
 
 use crate::analysis::command::Command;
@@ -135,6 +136,8 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl103_large_document::LargeDocument::default()),
         Box::new(wl201_cross_partition::CrossPartition::query()),
         Box::new(wl201_cross_partition::CrossPartition::sort()),
+        Box::new(wl301_missing_subset::MissingSubset::default()),
+        Box::new(wl301_missing_subset::SliceOnRead::default()),
         Box::new(wl504_lookup_heavy::LookupHeavy::default()),
     ]
 }

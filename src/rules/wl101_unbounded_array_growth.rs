@@ -7,7 +7,7 @@
 
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
-use crate::analysis::state::fold_path;
+use crate::analysis::state::{fold_path, is_bucketed, is_sliced};
 use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -43,14 +43,7 @@ pub fn unbounded_appends(update: &RawDocument) -> Vec<(String, &'static str)> {
             continue;
         };
         for (path, value) in fields.iter().flatten() {
-            let bounded = match value {
-                RawBsonRef::Document(m) => {
-                    m.get("$each").ok().flatten().is_some()
-                        && m.get("$slice").ok().flatten().is_some()
-                }
-                _ => false,
-            };
-            if !bounded {
+            if !is_sliced(value) {
                 out.push((fold_path(path.as_str()), op));
             }
         }
@@ -84,37 +77,6 @@ pub fn unbounded_concats(pipeline: &bson::RawArray) -> Vec<(String, &'static str
         }
     }
     out
-}
-
-/// The bucket pattern bounds the array through the filter instead of
-/// `$slice`: `{count: {$lt: 100}}` with `$inc: {count: 1}` in the same
-/// update, or `{"comments.99": {$exists: false}}`.
-pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -> bool {
-    let Some(filter) = filter else { return false };
-    let incremented: Vec<String> = update
-        .and_then(|u| u.get_document("$inc").ok())
-        .map(|inc| {
-            inc.iter()
-                .flatten()
-                .map(|(k, _)| k.as_str().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    filter.iter().flatten().any(|(field, cond)| {
-        let RawBsonRef::Document(cond) = cond else {
-            return false;
-        };
-        let bounded_counter = incremented.iter().any(|f| f == field.as_str())
-            && (cond.get("$lt").ok().flatten().is_some()
-                || cond.get("$lte").ok().flatten().is_some());
-        let index_absent = field
-            .as_str()
-            .rsplit('.')
-            .next()
-            .is_some_and(|last| last.chars().all(|c| c.is_ascii_digit()))
-            && matches!(cond.get_bool("$exists"), Ok(false));
-        bounded_counter || index_absent
-    })
 }
 
 impl Rule for UnboundedArrayGrowth {
