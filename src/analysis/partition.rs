@@ -185,6 +185,48 @@ pub fn classify(filter: &RawDocument, key: &[String]) -> Partitioning {
     Partitioning::FanOut
 }
 
+/// The paths a filter pins by equality (top level and `$and` branches):
+/// the candidate partition keys this operation would be single on.
+pub fn equality_paths(filter: &RawDocument) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in filter.iter().flatten() {
+        match (k.as_str(), v) {
+            ("$and", RawBsonRef::Array(a)) => {
+                for branch in a.into_iter().flatten().filter_map(RawBsonRef::as_document) {
+                    out.extend(equality_paths(branch));
+                }
+            }
+            (k, v) if !k.starts_with('$') && value_pin(v) == Some(Pin::Eq) => {
+                out.push(k.to_string())
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The filters of a read, update or delete (an aggregate's first `$match`).
+pub fn filters<'a>(cmd: &Command<'a>) -> Vec<&'a RawDocument> {
+    match cmd.kind {
+        Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => {
+            cmd.filter().into_iter().collect()
+        }
+        Kind::Aggregate => cmd
+            .pipeline()
+            .and_then(|p| p.into_iter().next())
+            .and_then(|s| s.ok())
+            .and_then(RawBsonRef::as_document)
+            .and_then(|s| s.get_document("$match").ok())
+            .into_iter()
+            .collect(),
+        Kind::Update => cmd.updates().into_iter().filter_map(|u| u.filter).collect(),
+        Kind::Delete => cmd.deletes().into_iter().map(|(q, _)| q).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// How `path` is pinned by `filter` (directly or in an `$and` branch).
 fn pinned(filter: &RawDocument, path: &str) -> Option<Pin> {
     let mut best: Option<Pin> = None;

@@ -11,6 +11,7 @@ mod wl101_unbounded_array_growth;
 mod wl102_large_array;
 mod wl103_large_document;
 mod wl201_cross_partition;
+mod wl203_partition_key_advice;
 mod wl301_missing_subset;
 mod wl504_lookup_heavy;
 
@@ -136,6 +137,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl103_large_document::LargeDocument::default()),
         Box::new(wl201_cross_partition::CrossPartition::query()),
         Box::new(wl201_cross_partition::CrossPartition::sort()),
+        Box::new(wl203_partition_key_advice::PartitionKeyAdvice::default()),
         Box::new(wl301_missing_subset::MissingSubset::default()),
         Box::new(wl301_missing_subset::SliceOnRead::default()),
         Box::new(wl504_lookup_heavy::LookupHeavy::default()),

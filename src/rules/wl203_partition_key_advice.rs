@@ -1,0 +1,145 @@
+//! WL203 partition-key-advice: per collection, which partition key would
+//! make most of the observed operations single-partition, scored over the
+//! fields the workload filters on by equality. Without a key it says which
+//! one wins; with a key, when another field is what most operations want,
+//! it advises a second copy partitioned by that field (seed 004 V3).
+//! Advice only: info.
+
+use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::partition::{equality_paths, filters};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL203",
+    name: "partition-key-advice",
+    severity: Severity::Info,
+    summary: "Which partition key would make most of this collection's operations single-partition.",
+    advice: "Partition the collection by the field most operations filter on by equality; when two frequent \
+             access patterns want different keys, keep a second copy of the data partitioned by the other field, \
+             maintained on write (seed 004 V3: posts also stored in the users container, by userId).",
+    seed: "seed 004 (choosing the partition key; V3 second copy)",
+    thresholds: &[
+        Threshold { name: "min_operations", default: 20.0, help: "reads, updates and deletes on the collection before advising" },
+        Threshold { name: "margin", default: 0.2, help: "how much better (as a share of operations) another key must be than the current one" },
+    ],
+};
+
+/// Distinct equality-field sets remembered per collection.
+const MAX_SETS: usize = 64;
+
+#[derive(Default)]
+struct Workload {
+    operations: u64,
+    /// Equality paths of an operation → how many operations had them.
+    sets: BTreeMap<Vec<String>, u64>,
+    last_message: String,
+}
+
+#[derive(Default)]
+pub struct PartitionKeyAdvice {
+    namespaces: BTreeMap<String, Workload>,
+}
+
+impl Rule for PartitionKeyAdvice {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_request(&mut self, op: &OpView<'_>, _cx: &mut RuleContext<'_>) {
+        let filters = filters(op.cmd);
+        if filters.is_empty() && !op.cmd.kind.is_read() {
+            return;
+        }
+        let w = self.namespaces.entry(op.namespace.to_string()).or_default();
+        w.operations += 1;
+        let mut paths: Vec<String> = filters.into_iter().flat_map(equality_paths).collect();
+        paths.sort();
+        paths.dedup();
+        if w.sets.contains_key(&paths) || w.sets.len() < MAX_SETS {
+            *w.sets.entry(paths).or_default() += 1;
+        }
+    }
+
+    fn on_tick(&mut self, cx: &mut RuleContext<'_>) {
+        for (namespace, w) in &mut self.namespaces {
+            if (w.operations as f64) < cx.threshold(&META, namespace, "min_operations") {
+                continue;
+            }
+            let score = |key: &[String]| -> f64 {
+                let hits: u64 = w
+                    .sets
+                    .iter()
+                    .filter(|(set, _)| key.iter().all(|k| set.contains(k)))
+                    .map(|(_, n)| n)
+                    .sum();
+                hits as f64 / w.operations as f64
+            };
+            let candidates: BTreeSet<&String> =
+                w.sets.keys().flatten().filter(|p| *p != "_id").collect();
+            let Some((best, best_score)) = candidates
+                .iter()
+                .map(|c| ((*c).clone(), score(std::slice::from_ref(*c))))
+                .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+            else {
+                continue;
+            };
+            if best_score <= 0.0 {
+                continue;
+            }
+            let current = cx.partition_keys.get(namespace).map(|k| k.paths.clone());
+            let pct = |s: f64| (s * 100.0).round();
+            let message = match &current {
+                None => format!(
+                    "partitioning by `{best}` would make {:.0} % of {} operations single-partition",
+                    pct(best_score),
+                    w.operations
+                ),
+                Some(key) => {
+                    let key_score = score(key);
+                    let margin = cx.threshold(&META, namespace, "margin");
+                    if *key == [best.clone()] || best_score < key_score + margin {
+                        continue;
+                    }
+                    format!(
+                        "{:.0} % of {} operations filter on `{best}` but only {:.0} % pin the key [{}]: keep a second copy partitioned by `{best}`",
+                        pct(best_score),
+                        w.operations,
+                        pct(key_score),
+                        key.join(", ")
+                    )
+                }
+            };
+            if message == w.last_message {
+                continue;
+            }
+            w.last_message = message.clone();
+            let mut evidence = BTreeMap::new();
+            evidence.insert("suggested_key".into(), json!([best]));
+            evidence.insert(
+                "single_partition_share".into(),
+                json!((best_score * 1000.0).round() / 1000.0),
+            );
+            evidence.insert("operations".into(), json!(w.operations));
+            if let Some(key) = &current {
+                evidence.insert("current_key".into(), json!(key));
+                evidence.insert(
+                    "current_key_share".into(),
+                    json!((score(key) * 1000.0).round() / 1000.0),
+                );
+            }
+            cx.report(
+                &META,
+                FindingDraft {
+                    namespace: namespace.clone(),
+                    subject: "(partition key)".into(),
+                    severity: Severity::Info,
+                    pattern: None,
+                    shape: None,
+                    message,
+                    evidence,
+                },
+            );
+        }
+    }
+}
