@@ -595,13 +595,6 @@ async fn unbounded_comment_arrays_are_reported_and_bounded_designs_are_not() {
                 "comments".into(),
                 Severity::Warning
             ),
-            // Advice only: the buckets are always addressed by postId.
-            (
-                "WL203".into(),
-                "growth_test.comment_buckets".into(),
-                "(partition key)".into(),
-                Severity::Info
-            ),
             (
                 "WL301".into(),
                 "growth_test.posts_bad".into(),

@@ -3,7 +3,8 @@
 //! fields the workload filters on by equality. Without a key it says which
 //! one wins; with a key, when another field is what most operations want,
 //! it advises a second copy partitioned by that field (seed 004 V3).
-//! Advice only: info.
+//! Advice only: info. Silent until some partition key is known at all (a
+//! deployment that does not partition needs no partition-key advice).
 
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::partition::{equality_paths, filters};
@@ -62,6 +63,12 @@ impl Rule for PartitionKeyAdvice {
     }
 
     fn on_tick(&mut self, cx: &mut RuleContext<'_>) {
+        // Partition advice only where the deployment partitions data: once
+        // some collection's key is known (config or traffic), collections
+        // without one are advised too.
+        if cx.partition_keys.all().is_empty() {
+            return;
+        }
         for (namespace, w) in &mut self.namespaces {
             if (w.operations as f64) < cx.threshold(&META, namespace, "min_operations") {
                 continue;

@@ -1,0 +1,139 @@
+//! The seeds' examples as scenarios: `fixtures/scenarios/<name>/` holds a
+//! pymongo workload (`workload.py URI`), the `wirelint.toml` it needs and
+//! `expected.json`, the findings that must appear. Each runs through
+//! wirelint against a fresh FerretDB; a missing finding and a finding not
+//! listed both fail (precision matters as much as recall).
+
+mod common;
+
+use common::Backend;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use wirelint::rules::{Finding, Severity};
+
+/// An expected finding: every field given must match.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expected {
+    rule: String,
+    namespace: String,
+    #[serde(default)]
+    subject: Option<String>,
+    /// One of the access patterns the finding was seen in.
+    #[serde(default)]
+    pattern: Option<String>,
+    #[serde(default)]
+    severity: Option<Severity>,
+}
+
+impl Expected {
+    fn matches(&self, f: &Finding) -> bool {
+        f.rule == self.rule
+            && f.namespace == self.namespace
+            && self.subject.as_ref().is_none_or(|s| *s == f.subject)
+            && self.pattern.as_ref().is_none_or(|p| f.patterns.contains(p))
+            && self.severity.is_none_or(|s| s == f.severity)
+    }
+}
+
+async fn run(name: &str) {
+    let dir: PathBuf = common::manifest_dir().join("fixtures/scenarios").join(name);
+    let config_path = dir.join("wirelint.toml");
+    let config = wirelint::config::FileConfig::load(&config_path).unwrap();
+    let expected: Vec<Expected> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+
+    let backend = Backend::start(Default::default());
+    let mut settings = common::settings(&backend.uri());
+    settings.analysis.rules = wirelint::rules::settings_from_config(&config, &config_path).unwrap();
+    settings.analysis.partition_keys = config.partition_keys();
+    config.limits.apply(&mut settings.analysis.caps);
+    let proxy = common::proxy_with(settings).await;
+
+    let uri = proxy.connection_string();
+    let workload = dir.join("workload.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into()))
+            .arg(workload)
+            .arg(uri)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: workload failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let report = proxy.report();
+    proxy.shutdown().await;
+
+    let missing: Vec<&Expected> = expected
+        .iter()
+        .filter(|e| !report.findings.iter().any(|f| e.matches(f)))
+        .collect();
+    let unexpected: Vec<&Finding> = report
+        .findings
+        .iter()
+        .filter(|f| !expected.iter().any(|e| e.matches(f)))
+        .collect();
+    assert!(
+        missing.is_empty() && unexpected.is_empty(),
+        "{name}:\nmissing: {missing:#?}\nnot expected: {:#?}\n\n{}",
+        unexpected
+            .iter()
+            .map(|f| format!(
+                "{} {} {} {:?} [{}] {}",
+                f.rule,
+                f.severity.as_str(),
+                f.namespace,
+                f.patterns,
+                f.subject,
+                f.message
+            ))
+            .collect::<Vec<_>>(),
+        wirelint::report::table::text(&report)
+    );
+}
+
+macro_rules! scenarios {
+    ($($test:ident => $dir:literal,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                run($dir).await;
+            }
+        )*
+
+        /// Every scenario directory has a test.
+        #[test]
+        fn every_scenario_directory_is_run() {
+            let mut dirs: Vec<String> = std::fs::read_dir(common::manifest_dir().join("fixtures/scenarios"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            dirs.sort();
+            let mut listed = vec![$($dir.to_string()),*];
+            listed.sort();
+            assert_eq!(dirs, listed);
+        }
+    };
+}
+
+scenarios! {
+    seed000_blog_comments_embedded => "seed000-blog-comments-embedded",
+    seed000_blog_comments_subset_and_buckets => "seed000-blog-comments-subset-buckets",
+    seed000_person_addresses => "seed000-person-addresses",
+    seed001_product_reviews_embedded => "seed001-product-reviews-embedded",
+    seed001_product_reviews_subset => "seed001-product-reviews-subset",
+    seed002_book_reviews_unbounded => "seed002-book-reviews-unbounded",
+    seed002_book_reviews_subset => "seed002-book-reviews-subset",
+    seed002_book_reviews_lookup => "seed002-book-reviews-lookup",
+    seed004_partitioned_queries => "seed004-partitioned-queries",
+    seed004_partitioned_queries_by_key => "seed004-partitioned-queries-by-key",
+}
