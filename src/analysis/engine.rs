@@ -231,10 +231,8 @@ impl Engine {
                     k.operations += 1;
                     k.patterns
                         .touch(&pattern, named_by, &namespace, &shape, cmd.name);
-                    let partitioning = k.partition_keys.get(&namespace).map(|key| {
-                        partition::classify_command(&cmd, &key.paths)
-                            .unwrap_or(Partitioning::Single)
-                    });
+                    let partitioning =
+                        partition::classify_operation(&cmd, &namespace, &k.partition_keys);
                     k.patterns.count_partitions(&pattern, partitioning);
                     let view = OpView {
                         cmd: &cmd,

@@ -112,6 +112,32 @@ impl PartitionKeys {
     }
 }
 
+/// How a data operation meets the keys of the collections it reads: its
+/// own (an insert goes to its document's partition: single) and, for an
+/// aggregate, those of collections it joins with `$lookup` — one looked-up
+/// key per input document is *targeted*, a join on any other field fans
+/// out. `None` when no collection involved has a known key.
+pub fn classify_operation(cmd: &Command<'_>, namespace: &str, keys: &PartitionKeys) -> Option<Partitioning> {
+    let own = keys
+        .get(namespace)
+        .map(|key| classify_command(cmd, &key.paths).unwrap_or(Partitioning::Single));
+    let db = namespace.split_once('.').map_or(namespace, |(db, _)| db);
+    let joins = cmd.pipeline().map(|p| lookup_partitioning(p, db, keys)).unwrap_or_default();
+    own.into_iter().chain(joins).max()
+}
+
+fn lookup_partitioning(pipeline: &bson::RawArray, db: &str, keys: &PartitionKeys) -> Vec<Partitioning> {
+    let mut out = Vec::new();
+    for stage in pipeline.into_iter().flatten().filter_map(RawBsonRef::as_document) {
+        let Ok(lookup) = stage.get_document("$lookup") else { continue };
+        let Ok(from) = lookup.get_str("from") else { continue };
+        let Some(key) = keys.get(&format!("{db}.{from}")) else { continue };
+        let on_key = matches!(lookup.get_str("foreignField"), Ok(f) if key.paths.len() == 1 && key.paths[0] == f);
+        out.push(if on_key { Partitioning::Targeted } else { Partitioning::FanOut });
+    }
+    out
+}
+
 /// How a data operation meets its collection's key; `None` for operations
 /// that are not reads, updates or deletes by filter (inserts go to their
 /// document's partition).
@@ -327,6 +353,27 @@ mod tests {
             FanOut,
             "a whole-document match is not a path match"
         );
+    }
+
+    #[test]
+    fn lookups_into_partitioned_collections() {
+        use crate::wire::{op_msg, Message};
+        let keys = PartitionKeys::from_config([
+            ("blog.users".to_string(), vec!["userId".to_string()]),
+        ]);
+        let classify_pipeline = |lookup: bson::RawDocumentBuf| {
+            let body = rawdoc! {"aggregate": "posts", "pipeline": [{"$lookup": lookup}], "cursor": {}, "$db": "blog"};
+            let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+            let msg = Message::parse(&frame).unwrap();
+            let cmd = Command::parse(&msg).unwrap();
+            classify_operation(&cmd, "blog.posts", &keys)
+        };
+        let on_key = rawdoc! {"from": "users", "localField": "authorId", "foreignField": "userId", "as": "a"};
+        let off_key = rawdoc! {"from": "users", "localField": "authorName", "foreignField": "name", "as": "a"};
+        let unkeyed = rawdoc! {"from": "tags", "localField": "t", "foreignField": "name", "as": "a"};
+        assert_eq!(classify_pipeline(on_key), Some(Partitioning::Targeted));
+        assert_eq!(classify_pipeline(off_key), Some(Partitioning::FanOut));
+        assert_eq!(classify_pipeline(unkeyed), None);
     }
 
     #[test]

@@ -147,10 +147,14 @@ impl Rule for CrossPartition {
             (_, true) => "sorts and limits across every partition (a feed)".to_string(),
             _ => "fans out to every partition".to_string(),
         };
+        let why = if key.is_empty() {
+            "a $lookup joins a partitioned collection on another field than its key".to_string()
+        } else {
+            format!("its filter does not pin the partition key [{}]", key.join(", "))
+        };
         let message = format!(
-            "{} {what}: its filter does not pin the partition key [{}] ({fanouts} of {operations} operations on the collection)",
-            op.cmd.name,
-            key.join(", ")
+            "{} {what}: {why} ({fanouts} of {operations} operations on the collection)",
+            op.cmd.name
         );
         cx.report(
             self.meta,
