@@ -235,6 +235,7 @@ impl ProxyArgs {
 
         let (upstream, upstream_origin) =
             pick!(upstream, "upstream").ok_or(ConfigError::NoUpstream)?;
+        let upstream_text = upstream.clone();
         let upstream = UpstreamUri::parse(&upstream).map_err(|e| ConfigError::Invalid {
             origin: upstream_origin.to_string(),
             key: "upstream".into(),
@@ -245,6 +246,7 @@ impl ProxyArgs {
             .unwrap_or_else(|| "127.0.0.1:27018".to_string());
         let mut settings = ProxySettings::new(&listen, "mongodb://placeholder")?;
         settings.upstream = upstream;
+        settings.upstream_raw = upstream_text;
 
         let duration =
             |value: Option<(String, Origin)>, key: &str, default: Option<Duration>| match value {

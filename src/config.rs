@@ -279,6 +279,11 @@ pub struct ProxySettings {
     pub report_interval: Duration,
     /// Serve /metrics, /findings, /patterns and /healthz on this address.
     pub admin: Option<String>,
+    /// Read partition keys from a sharded upstream's config.collections.
+    pub discover_partition_keys: bool,
+    /// The upstream URI as given (with credentials), for the discovery side
+    /// connection only; never logged.
+    pub upstream_raw: String,
 }
 
 impl ProxySettings {
@@ -302,6 +307,8 @@ impl ProxySettings {
             report: None,
             report_interval: Duration::from_secs(30),
             admin: None,
+            discover_partition_keys: true,
+            upstream_raw: upstream.to_string(),
         })
     }
 }

@@ -38,6 +38,7 @@ pub enum KeySource {
     Config,
     ShardCollection,
     CosmosCustomAction,
+    ConfigCollections,
 }
 
 impl KeySource {
@@ -46,6 +47,7 @@ impl KeySource {
             KeySource::Config => "config file",
             KeySource::ShardCollection => "shardCollection seen in traffic",
             KeySource::CosmosCustomAction => "Cosmos DB customAction seen in traffic",
+            KeySource::ConfigCollections => "the sharded cluster's config.collections",
         }
     }
 }
@@ -89,6 +91,25 @@ impl PartitionKeys {
         &self.keys
     }
 
+    /// A key read from a sharded cluster; the config file wins.
+    pub fn discovered(&mut self, namespace: String, paths: Vec<String>) {
+        if paths.is_empty()
+            || self
+                .keys
+                .get(&namespace)
+                .is_some_and(|k| k.source == KeySource::Config)
+        {
+            return;
+        }
+        self.keys.insert(
+            namespace,
+            PartitionKey {
+                paths,
+                source: KeySource::ConfigCollections,
+            },
+        );
+    }
+
     /// Learns a key from a command in traffic. The config file wins over
     /// traffic; a later command replaces what an earlier one said.
     pub fn learn(&mut self, cmd: &Command<'_>) -> Option<(String, PartitionKey)> {
@@ -117,23 +138,48 @@ impl PartitionKeys {
 /// aggregate, those of collections it joins with `$lookup` — one looked-up
 /// key per input document is *targeted*, a join on any other field fans
 /// out. `None` when no collection involved has a known key.
-pub fn classify_operation(cmd: &Command<'_>, namespace: &str, keys: &PartitionKeys) -> Option<Partitioning> {
+pub fn classify_operation(
+    cmd: &Command<'_>,
+    namespace: &str,
+    keys: &PartitionKeys,
+) -> Option<Partitioning> {
     let own = keys
         .get(namespace)
         .map(|key| classify_command(cmd, &key.paths).unwrap_or(Partitioning::Single));
     let db = namespace.split_once('.').map_or(namespace, |(db, _)| db);
-    let joins = cmd.pipeline().map(|p| lookup_partitioning(p, db, keys)).unwrap_or_default();
+    let joins = cmd
+        .pipeline()
+        .map(|p| lookup_partitioning(p, db, keys))
+        .unwrap_or_default();
     own.into_iter().chain(joins).max()
 }
 
-fn lookup_partitioning(pipeline: &bson::RawArray, db: &str, keys: &PartitionKeys) -> Vec<Partitioning> {
+fn lookup_partitioning(
+    pipeline: &bson::RawArray,
+    db: &str,
+    keys: &PartitionKeys,
+) -> Vec<Partitioning> {
     let mut out = Vec::new();
-    for stage in pipeline.into_iter().flatten().filter_map(RawBsonRef::as_document) {
-        let Ok(lookup) = stage.get_document("$lookup") else { continue };
-        let Ok(from) = lookup.get_str("from") else { continue };
-        let Some(key) = keys.get(&format!("{db}.{from}")) else { continue };
+    for stage in pipeline
+        .into_iter()
+        .flatten()
+        .filter_map(RawBsonRef::as_document)
+    {
+        let Ok(lookup) = stage.get_document("$lookup") else {
+            continue;
+        };
+        let Ok(from) = lookup.get_str("from") else {
+            continue;
+        };
+        let Some(key) = keys.get(&format!("{db}.{from}")) else {
+            continue;
+        };
         let on_key = matches!(lookup.get_str("foreignField"), Ok(f) if key.paths.len() == 1 && key.paths[0] == f);
-        out.push(if on_key { Partitioning::Targeted } else { Partitioning::FanOut });
+        out.push(if on_key {
+            Partitioning::Targeted
+        } else {
+            Partitioning::FanOut
+        });
     }
     out
 }
@@ -358,9 +404,8 @@ mod tests {
     #[test]
     fn lookups_into_partitioned_collections() {
         use crate::wire::{op_msg, Message};
-        let keys = PartitionKeys::from_config([
-            ("blog.users".to_string(), vec!["userId".to_string()]),
-        ]);
+        let keys =
+            PartitionKeys::from_config([("blog.users".to_string(), vec!["userId".to_string()])]);
         let classify_pipeline = |lookup: bson::RawDocumentBuf| {
             let body = rawdoc! {"aggregate": "posts", "pipeline": [{"$lookup": lookup}], "cursor": {}, "$db": "blog"};
             let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
@@ -370,7 +415,8 @@ mod tests {
         };
         let on_key = rawdoc! {"from": "users", "localField": "authorId", "foreignField": "userId", "as": "a"};
         let off_key = rawdoc! {"from": "users", "localField": "authorName", "foreignField": "name", "as": "a"};
-        let unkeyed = rawdoc! {"from": "tags", "localField": "t", "foreignField": "name", "as": "a"};
+        let unkeyed =
+            rawdoc! {"from": "tags", "localField": "t", "foreignField": "name", "as": "a"};
         assert_eq!(classify_pipeline(on_key), Some(Partitioning::Targeted));
         assert_eq!(classify_pipeline(off_key), Some(Partitioning::FanOut));
         assert_eq!(classify_pipeline(unkeyed), None);

@@ -13,6 +13,7 @@
 //! [`Proxy::start`] is also the library API: tests and applications start a
 //! proxy in-process, read its address and its counters, and shut it down.
 
+pub mod discovery;
 pub mod session;
 pub mod tls;
 pub mod topology;
@@ -106,6 +107,13 @@ impl Proxy {
             AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         tokio::spawn(tick(analysis.clone(), shutdown_rx.clone()));
+        if settings.analysis.enabled && settings.discover_partition_keys {
+            tokio::spawn(discover_keys(
+                settings.upstream_raw.clone(),
+                settings.connect_timeout,
+                knowledge.clone(),
+            ));
+        }
         let admin_state = crate::admin::AdminState {
             stats: stats.clone(),
             knowledge: knowledge.clone(),
@@ -297,6 +305,29 @@ async fn write_reports(
             }
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+/// Adds the keys of a sharded upstream's `config.collections` (fails soft).
+async fn discover_keys(uri: String, timeout: Duration, knowledge: Arc<Mutex<Knowledge>>) {
+    match discovery::discover(&uri, timeout).await {
+        Ok(keys) if keys.is_empty() => {
+            tracing::debug!("upstream is not a sharded cluster (or has no sharded collections): no partition keys discovered")
+        }
+        Ok(keys) => {
+            let n = keys.len();
+            let mut k = knowledge.lock().unwrap_or_else(|p| p.into_inner());
+            for (namespace, paths) in keys {
+                k.partition_keys.discovered(namespace, paths);
+            }
+            tracing::info!(
+                collections = n,
+                "partition keys discovered from config.collections"
+            );
+        }
+        Err(e) => tracing::warn!(
+            "partition key discovery from config.collections failed (carrying on without it): {e}"
+        ),
     }
 }
 

@@ -150,7 +150,10 @@ impl Rule for CrossPartition {
         let why = if key.is_empty() {
             "a $lookup joins a partitioned collection on another field than its key".to_string()
         } else {
-            format!("its filter does not pin the partition key [{}]", key.join(", "))
+            format!(
+                "its filter does not pin the partition key [{}]",
+                key.join(", ")
+            )
         };
         let message = format!(
             "{} {what}: {why} ({fanouts} of {operations} operations on the collection)",
