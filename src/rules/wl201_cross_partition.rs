@@ -149,6 +149,11 @@ impl Rule for CrossPartition {
         };
         let why = if key.is_empty() {
             "a $lookup joins a partitioned collection on another field than its key".to_string()
+        } else if how == Partitioning::Targeted {
+            format!(
+                "its filter lists several values of the partition key [{}]",
+                key.join(", ")
+            )
         } else {
             format!(
                 "its filter does not pin the partition key [{}]",
