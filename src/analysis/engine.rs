@@ -85,6 +85,7 @@ impl Knowledge {
         {
             let mut cx = RuleContext {
                 namespaces: &self.namespaces,
+                patterns: &self.patterns,
                 partition_keys: &self.partition_keys,
                 settings: &self.settings,
                 findings: &mut self.findings,

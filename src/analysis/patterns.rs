@@ -59,6 +59,8 @@ pub struct PatternStats {
     pub sequence: Vec<u64>,
     pub invocations: u64,
     pub round_trips: u64,
+    /// Operations issued by the application (round trips less getMores).
+    pub operations: u64,
     /// Microseconds per invocation.
     pub latency: Histogram<u64>,
     pub docs_returned: u64,
@@ -80,12 +82,21 @@ impl PatternStats {
             sequence: Vec::new(),
             invocations: 0,
             round_trips: 0,
+            operations: 0,
             latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
                 .expect("valid histogram bounds"),
             docs_returned: 0,
             bytes_returned: 0,
             errors: BTreeMap::new(),
             partitions: Partitions::default(),
+        }
+    }
+
+    pub fn operations_per_invocation(&self) -> f64 {
+        if self.invocations == 0 {
+            0.0
+        } else {
+            self.operations as f64 / self.invocations as f64
         }
     }
 
@@ -171,6 +182,7 @@ impl PatternTable {
         };
         stats.invocations += 1;
         stats.round_trips += inv.round_trips;
+        stats.operations += inv.shapes.len() as u64;
         stats.docs_returned += inv.docs;
         stats.bytes_returned += inv.bytes;
         let _ = stats.latency.record(inv.latency_micros.max(1));

@@ -13,6 +13,7 @@ mod wl103_large_document;
 mod wl201_cross_partition;
 mod wl203_partition_key_advice;
 mod wl301_missing_subset;
+mod wl402_chatty_request;
 mod wl504_lookup_heavy;
 
 use crate::analysis::command::Command;
@@ -140,6 +141,8 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl203_partition_key_advice::PartitionKeyAdvice::default()),
         Box::new(wl301_missing_subset::MissingSubset::default()),
         Box::new(wl301_missing_subset::SliceOnRead::default()),
+        Box::new(wl402_chatty_request::ChattyRequest::default()),
+        Box::new(wl402_chatty_request::CountOnRead::default()),
         Box::new(wl504_lookup_heavy::LookupHeavy::default()),
     ]
 }
@@ -364,6 +367,7 @@ pub struct FindingEvent {
 /// What a rule's hook can see and do.
 pub struct RuleContext<'a> {
     pub namespaces: &'a Namespaces,
+    pub patterns: &'a crate::analysis::patterns::PatternTable,
     pub partition_keys: &'a crate::analysis::partition::PartitionKeys,
     pub settings: &'a RuleSettings,
     pub findings: &'a mut FindingStore,

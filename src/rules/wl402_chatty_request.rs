@@ -1,0 +1,216 @@
+//! WL402 chatty-request and WL403 count-on-read (seed 004 V1 Q2).
+//!
+//! WL402: an access pattern named by the application (`comment`) needs 3
+//! or more operations per call on average — seed 004 V1 Q2 fetches the
+//! post, its author's name, its comment count and its like count: four
+//! round trips for one page.
+//!
+//! WL403: within such a named pattern, a count of child documents by a
+//! parent's id (`count`, `countDocuments`' `$group: {$sum: 1}`, `$count`)
+//! issued alongside reads of other data — the count is computed again on
+//! every read instead of kept on write.
+
+use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::command::Kind;
+use crate::analysis::partition::{equality_paths, filters};
+use crate::analysis::patterns::NamedBy;
+use bson::RawBsonRef;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub static CHATTY: RuleMeta = RuleMeta {
+    id: "WL402",
+    name: "chatty-request",
+    severity: Severity::Warning,
+    summary: "One request of the application needs several round trips to the database.",
+    advice: "Denormalize what the request assembles into the document it reads (e.g. the author's username and the \
+             comment and like counts on the post), so one read answers it (seed 004 V2).",
+    seed: "seed 004 (V1 Q2: four operations per post; V2 denormalization)",
+    thresholds: &[
+        Threshold { name: "min_operations", default: 3.0, help: "operations per call from which it is reported" },
+        Threshold { name: "min_calls", default: 3.0, help: "calls of the pattern before it is judged" },
+    ],
+};
+
+pub static COUNT: RuleMeta = RuleMeta {
+    id: "WL403",
+    name: "count-on-read",
+    severity: Severity::Warning,
+    summary: "A count of child documents is computed on every read of their parent.",
+    advice: "Keep the count in the parent and update it when a child is written (pre-computed aggregate: \
+             seed 004 commentCount / likeCount incremented by C3 and C4; seed 000 countOfBooks).",
+    seed: "seed 004 (V1 Q2 counts; V2 commentCount), seed 000 (countOfBooks)",
+    thresholds: &[Threshold { name: "min_calls", default: 3.0, help: "counts seen with the same read before it is reported" }],
+};
+
+#[derive(Default)]
+pub struct ChattyRequest {
+    /// Pattern → operations per call last reported (re-reported on change).
+    reported: BTreeMap<String, String>,
+}
+
+impl Rule for ChattyRequest {
+    fn meta(&self) -> &'static RuleMeta {
+        &CHATTY
+    }
+
+    fn on_tick(&mut self, cx: &mut RuleContext<'_>) {
+        let mut drafts = Vec::new();
+        for (name, p) in cx.patterns.patterns.iter() {
+            if p.named_by != NamedBy::Comment || p.invocations == 0 {
+                continue;
+            }
+            let Some(namespace) = p.namespaces.first() else {
+                continue;
+            };
+            let per_call = p.operations_per_invocation();
+            if (p.invocations as f64) < cx.threshold(&CHATTY, namespace, "min_calls")
+                || per_call < cx.threshold(&CHATTY, namespace, "min_operations")
+            {
+                continue;
+            }
+            let sequence: Vec<String> = p
+                .sequence
+                .iter()
+                .filter_map(|h| cx.patterns.shapes.get(h).map(|s| s.shape.text.clone()))
+                .collect();
+            let summary = format!("{per_call:.1}");
+            if self.reported.get(name) == Some(&summary) {
+                continue;
+            }
+            self.reported.insert(name.clone(), summary);
+            let mut evidence = BTreeMap::new();
+            evidence.insert(
+                "operations_per_call".into(),
+                json!((per_call * 10.0).round() / 10.0),
+            );
+            evidence.insert("calls".into(), json!(p.invocations));
+            evidence.insert("sequence".into(), json!(sequence));
+            evidence.insert("namespaces".into(), json!(p.namespaces));
+            drafts.push(FindingDraft {
+                namespace: namespace.clone(),
+                subject: format!("pattern {name}"),
+                severity: CHATTY.severity,
+                pattern: Some(name.clone()),
+                shape: None,
+                message: format!(
+                    "`{name}` needs {per_call:.1} operations per call ({} calls): {}",
+                    p.invocations,
+                    sequence
+                        .iter()
+                        .map(|s| s.split(' ').next().unwrap_or(""))
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                ),
+                evidence,
+            });
+        }
+        for draft in drafts {
+            cx.report(&CHATTY, draft);
+        }
+    }
+}
+
+/// Whether an operation counts documents: `count`, or a pipeline with
+/// `$count` or a `$group` summing 1 (what drivers send for countDocuments).
+pub fn is_count(op: &OpView<'_>) -> bool {
+    match op.cmd.kind {
+        Kind::Count => true,
+        Kind::Aggregate => op.cmd.pipeline().is_some_and(|p| {
+            p.into_iter()
+                .flatten()
+                .filter_map(RawBsonRef::as_document)
+                .any(|stage| {
+                    stage.get("$count").ok().flatten().is_some()
+                        || stage.get_document("$group").is_ok_and(|g| {
+                            g.iter().flatten().any(|(_, acc)| match acc {
+                                RawBsonRef::Document(a) => matches!(
+                                    a.get("$sum").ok().flatten(),
+                                    Some(RawBsonRef::Int32(1) | RawBsonRef::Int64(1))
+                                ),
+                                _ => false,
+                            })
+                        })
+                })
+        }),
+        _ => false,
+    }
+}
+
+#[derive(Default)]
+pub struct CountOnRead {
+    /// Pattern → (count namespace, field) → counts seen.
+    counts: BTreeMap<String, BTreeMap<(String, String), u64>>,
+    /// Pattern → namespaces it reads other than by counting.
+    reads: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Rule for CountOnRead {
+    fn meta(&self) -> &'static RuleMeta {
+        &COUNT
+    }
+
+    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
+        if !op.cmd.kind.is_read() {
+            return;
+        }
+        // Only patterns the application names group a read with its counts.
+        let named = cx
+            .patterns
+            .get(op.pattern)
+            .is_some_and(|p| p.named_by == NamedBy::Comment);
+        if !named {
+            return;
+        }
+        if !is_count(op) {
+            self.reads
+                .entry(op.pattern.to_string())
+                .or_default()
+                .insert(op.namespace.to_string());
+            return;
+        }
+        let fields: Vec<String> = filters(op.cmd)
+            .into_iter()
+            .flat_map(equality_paths)
+            .filter(|f| f != "_id")
+            .collect();
+        for field in fields {
+            let n = self
+                .counts
+                .entry(op.pattern.to_string())
+                .or_default()
+                .entry((op.namespace.to_string(), field.clone()))
+                .or_default();
+            *n += 1;
+            let n = *n;
+            let parents: Vec<String> = self
+                .reads
+                .get(op.pattern)
+                .map(|r| r.iter().filter(|ns| *ns != op.namespace).cloned().collect())
+                .unwrap_or_default();
+            if parents.is_empty() || (n as f64) < cx.threshold(&COUNT, op.namespace, "min_calls") {
+                continue;
+            }
+            let mut evidence = BTreeMap::new();
+            evidence.insert("counted_by".into(), json!(field));
+            evidence.insert("counts".into(), json!(n));
+            evidence.insert("read_alongside".into(), json!(parents));
+            cx.report(
+                &COUNT,
+                FindingDraft {
+                    namespace: op.namespace.to_string(),
+                    subject: field.clone(),
+                    severity: COUNT.severity,
+                    pattern: Some(op.pattern.to_string()),
+                    shape: Some(op.shape.text.clone()),
+                    message: format!(
+                        "documents are counted by `{field}` on every `{}` call ({n} so far), alongside reads of {}",
+                        op.pattern,
+                        parents.join(", ")
+                    ),
+                    evidence,
+                },
+            );
+        }
+    }
+}
