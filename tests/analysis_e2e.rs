@@ -633,3 +633,80 @@ async fn unbounded_comment_arrays_are_reported_and_bounded_designs_are_not() {
     assert_eq!(wl102.evidence["max_length"], serde_json::json!(300));
     proxy.shutdown().await;
 }
+
+/// seed 004 V1 Q4: list a post's comments, then fetch each commenter's
+/// username one by one (N+1, WL401); V2 stores the username on the comment
+/// and needs one query — silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_plus_one_follow_ups_are_linked_by_values_from_the_list() {
+    use futures_util::TryStreamExt;
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let c = common::client(&proxy.connection_string()).await;
+    let db = c.database("nplus1_test");
+    let (users, comments, comments_v2) = (
+        db.collection::<Document>("users"),
+        db.collection::<Document>("comments"),
+        db.collection::<Document>("comments_v2"),
+    );
+    for coll in [&users, &comments, &comments_v2] {
+        let _ = coll.drop().await;
+    }
+    users
+        .insert_many((0..6).map(|u| doc! {"_id": format!("u{u}"), "username": format!("name{u}")}))
+        .await
+        .unwrap();
+    comments
+        .insert_many(
+            (0..40).map(|i| doc! {"postId": i % 5, "userId": format!("u{}", i % 6), "text": "c"}),
+        )
+        .await
+        .unwrap();
+    comments_v2
+        .insert_many((0..40).map(|i| doc! {"postId": i % 5, "userId": format!("u{}", i % 6), "userUsername": format!("name{}", i % 6), "text": "c"}))
+        .await
+        .unwrap();
+    for post in 0..3 {
+        let list: Vec<Document> = comments
+            .find(doc! {"postId": post})
+            .comment("Q4")
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        for comment in &list {
+            users
+                .find_one(doc! {"_id": comment.get_str("userId").unwrap()})
+                .comment("Q4")
+                .await
+                .unwrap();
+        }
+        let _: Vec<Document> = comments_v2
+            .find(doc! {"postId": post})
+            .comment("Q4 v2")
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+    }
+    settled(&proxy).await;
+    let findings: Vec<_> = proxy
+        .findings()
+        .into_iter()
+        .filter(|f| f.rule == "WL401")
+        .collect();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    let f = &findings[0];
+    assert_eq!(f.namespace, "nplus1_test.users");
+    assert_eq!(f.subject, "nplus1_test.comments → nplus1_test.users._id");
+    assert_eq!(f.evidence["follow_ups_per_list"], serde_json::json!(8));
+    assert!(f.patterns.contains(&"Q4".to_string()));
+    let report = proxy.report();
+    assert_eq!(pattern(&report, "Q4").verdict, "warn");
+    assert_eq!(pattern(&report, "Q4 v2").verdict, "ok");
+    // Values were compared, never shown.
+    assert!(!serde_json::to_string(&report).unwrap().contains("name3"));
+    proxy.shutdown().await;
+}

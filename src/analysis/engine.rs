@@ -12,7 +12,7 @@ use super::patterns::{Invocation, NamedBy, PatternTable};
 use super::shape::{self, Shape};
 use super::state::{Caps, Lru, Namespaces};
 use crate::rules::{
-    self, CompletedOp, DocSource, FindingEvent, FindingStore, OpView, Rule, RuleContext,
+    self, CompletedOp, DocSource, FindingEvent, FindingStore, FollowUp, OpView, Rule, RuleContext,
     RuleSettings,
 };
 use crate::stats::Direction;
@@ -121,7 +121,24 @@ struct ConnState {
     pending: HashMap<i32, Pending>,
     current: Option<Invocation>,
     last_activity: Option<Instant>,
+    /// The last list read on this connection, for N+1 detection.
+    lead: Option<Lead>,
 }
+
+/// A read that returned several documents: hashes of their top-level
+/// values, to recognise queries that fetch one document per element.
+struct Lead {
+    at: Instant,
+    origin: Origin,
+    docs: u64,
+    values: std::collections::HashSet<u64>,
+    follow_ups: HashMap<(String, String), u64>,
+}
+
+/// Values hashed per leading reply, at most.
+const MAX_LEAD_VALUES: usize = 4096;
+/// Follow-ups must come this soon after the leading reply.
+const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(2);
 
 /// Requests remembered per connection while awaiting replies; beyond this
 /// (a client that never reads its replies) the oldest are forgotten.
@@ -227,6 +244,7 @@ impl Engine {
                     _ => (shape.text.clone(), NamedBy::Shape),
                 };
                 self.start_operation(conn, &pattern, named_by, &shape);
+                let follow_up = self.follow_up(conn, at, &cmd, &namespace);
                 let (events, partitioning) = {
                     let mut k = lock(&self.knowledge);
                     k.operations += 1;
@@ -241,6 +259,7 @@ impl Engine {
                         shape: &shape,
                         pattern: &pattern,
                         partitioning,
+                        follow_up: follow_up.as_ref(),
                     };
                     (observe_writes(&mut k, &view), partitioning)
                 };
@@ -330,6 +349,7 @@ impl Engine {
                         shape: &origin.shape,
                         pattern: &origin.pattern,
                         partitioning: origin.partitioning,
+                        follow_up: None,
                     };
                     let done = CompletedOp {
                         op: &view,
@@ -351,6 +371,30 @@ impl Engine {
 
         // Fold the round trip into the invocation in progress.
         let state = self.conns.entry(conn).or_default();
+        if docs.len() >= 2 && !pending.getmore {
+            let mut values = std::collections::HashSet::new();
+            'docs: for doc in &docs {
+                for (_, v) in doc.iter().flatten() {
+                    if matches!(
+                        v,
+                        bson::RawBsonRef::Document(_) | bson::RawBsonRef::Array(_)
+                    ) {
+                        continue;
+                    }
+                    if values.len() >= MAX_LEAD_VALUES {
+                        break 'docs;
+                    }
+                    values.insert(super::state::value_hash(v));
+                }
+            }
+            state.lead = Some(Lead {
+                at,
+                origin: origin.clone(),
+                docs: docs.len() as u64,
+                values,
+                follow_ups: HashMap::new(),
+            });
+        }
         let docs_n = docs.len() as u64;
         match state
             .current
@@ -386,6 +430,55 @@ impl Engine {
                 },
             );
         }
+    }
+
+    /// Whether a single-document query fetches by a value that the last list
+    /// read on this connection returned (the "+1" of an N+1).
+    fn follow_up(
+        &mut self,
+        conn: u64,
+        at: Instant,
+        cmd: &Command<'_>,
+        namespace: &str,
+    ) -> Option<FollowUp> {
+        let single = cmd.kind == Kind::Find
+            && (matches!(cmd.limit(), Some(1) | Some(-1))
+                || cmd
+                    .filter()
+                    .is_some_and(|f| partition::equality_paths(f).iter().any(|p| p == "_id")));
+        if !single {
+            return None;
+        }
+        let state = self.conns.get_mut(&conn)?;
+        let lead = state.lead.as_mut()?;
+        if at.saturating_duration_since(lead.at) > FOLLOW_UP_WINDOW
+            || lead.origin.namespace == namespace
+        {
+            return None;
+        }
+        let filter = cmd.filter()?;
+        let field = filter.iter().flatten().find_map(|(k, v)| {
+            let v = match v {
+                bson::RawBsonRef::Document(d) => d.get("$eq").ok().flatten()?,
+                v => v,
+            };
+            lead.values
+                .contains(&super::state::value_hash(v))
+                .then(|| k.as_str().to_string())
+        })?;
+        let count = lead
+            .follow_ups
+            .entry((namespace.to_string(), field.clone()))
+            .or_default();
+        *count += 1;
+        Some(FollowUp {
+            leading_pattern: lead.origin.pattern.clone(),
+            leading_shape: lead.origin.shape.text.clone(),
+            leading_namespace: lead.origin.namespace.clone(),
+            field,
+            count: *count,
+            leading_docs: lead.docs,
+        })
     }
 
     /// A shardCollection / customAction the server accepted: its key.

@@ -316,6 +316,12 @@ impl Namespaces {
     }
 }
 
+/// A hash of a value for equality tests inside wirelint (values are never
+/// kept or shown, only compared).
+pub fn value_hash(v: RawBsonRef<'_>) -> u64 {
+    fnv1a(&raw_value_bytes(v))
+}
+
 fn raw_value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
     // Hash the value's own encoding (type tag + bytes); only equality matters.
     let mut out = vec![v.element_type() as u8];

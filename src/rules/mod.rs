@@ -13,6 +13,7 @@ mod wl103_large_document;
 mod wl201_cross_partition;
 mod wl203_partition_key_advice;
 mod wl301_missing_subset;
+mod wl401_n_plus_one;
 mod wl402_chatty_request;
 mod wl504_lookup_heavy;
 
@@ -86,6 +87,24 @@ pub struct OpView<'a> {
     pub pattern: &'a str,
     /// How it meets the collection's partition key, when one is known.
     pub partitioning: Option<crate::analysis::partition::Partitioning>,
+    /// When this is a single-document query whose filter value came from
+    /// the documents a previous read on the connection returned.
+    pub follow_up: Option<&'a FollowUp>,
+}
+
+/// A query that follows a list read, fetching one document per element
+/// (the engine links them by comparing value hashes; no value is kept).
+#[derive(Clone, Debug)]
+pub struct FollowUp {
+    pub leading_pattern: String,
+    pub leading_shape: String,
+    pub leading_namespace: String,
+    /// The filter field whose value came from the leading reply.
+    pub field: String,
+    /// Follow-ups so far after this leading reply (this one included).
+    pub count: u64,
+    /// Documents the leading reply returned.
+    pub leading_docs: u64,
 }
 
 /// Where a document was seen.
@@ -141,6 +160,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl203_partition_key_advice::PartitionKeyAdvice::default()),
         Box::new(wl301_missing_subset::MissingSubset::default()),
         Box::new(wl301_missing_subset::SliceOnRead::default()),
+        Box::new(wl401_n_plus_one::NPlusOne::default()),
         Box::new(wl402_chatty_request::ChattyRequest::default()),
         Box::new(wl402_chatty_request::CountOnRead::default()),
         Box::new(wl504_lookup_heavy::LookupHeavy::default()),
