@@ -38,7 +38,7 @@ impl Expected {
     }
 }
 
-async fn run(name: &str) {
+async fn run(name: &str) -> wirelint::report::Report {
     let dir: PathBuf = common::manifest_dir().join("fixtures/scenarios").join(name);
     let config_path = dir.join("wirelint.toml");
     let config = wirelint::config::FileConfig::load(&config_path).unwrap();
@@ -73,6 +73,38 @@ async fn run(name: &str) {
     let report = proxy.report();
     proxy.shutdown().await;
 
+    // The seed's ✅/⚠ column, when the scenario states it.
+    let verdicts = dir.join("verdicts.json");
+    if verdicts.exists() {
+        let want: std::collections::BTreeMap<String, Vec<String>> =
+            serde_json::from_str(&std::fs::read_to_string(verdicts).unwrap()).unwrap();
+        for (verdict, names) in &want {
+            for name in names {
+                let got = report
+                    .patterns
+                    .iter()
+                    .find(|p| &p.name == name)
+                    .map(|p| p.verdict.clone());
+                assert_eq!(
+                    got.as_deref(),
+                    Some(verdict.as_str()),
+                    "{name}: ⚠/✅ differs from seed 004\n{}",
+                    wirelint::report::table::text(&report)
+                );
+            }
+        }
+        let named: Vec<&String> = report
+            .patterns
+            .iter()
+            .filter(|p| p.named_by == wirelint::analysis::patterns::NamedBy::Comment)
+            .map(|p| &p.name)
+            .collect();
+        assert_eq!(
+            named.len(),
+            want.values().map(Vec::len).sum::<usize>(),
+            "patterns: {named:?}"
+        );
+    }
     let missing: Vec<&Expected> = expected
         .iter()
         .filter(|e| !report.findings.iter().any(|f| e.matches(f)))
@@ -99,6 +131,49 @@ async fn run(name: &str) {
             .collect::<Vec<_>>(),
         wirelint::report::table::text(&report)
     );
+    report
+}
+
+/// `wirelint diff` between the three versions prints seed 004's comparison:
+/// round trips fall and the ⚠ go away, request by request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed004_blog_v1_v2_v3_diff() {
+    let v1 = run("seed004-blog-v1").await;
+    let v2 = run("seed004-blog-v2").await;
+    let v3 = run("seed004-blog-v3").await;
+    let a = wirelint::report::diff::diff(&v1, &v2);
+    let b = wirelint::report::diff::diff(&v2, &v3);
+    let line = |text: &str, name: &str| -> String {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let q2 = line(&a, "Q2");
+    assert!(
+        q2.contains("4 → 1")
+            && q2.contains("⚠→✅")
+            && q2.contains("-WL402")
+            && q2.contains("-WL403"),
+        "{a}"
+    );
+    let q3 = line(&a, "Q3");
+    assert!(
+        q3.contains("fan-out → fan-out") && q3.contains("⚠→⚠"),
+        "{a}"
+    );
+    let q3 = line(&b, "Q3");
+    assert!(
+        q3.contains("fan-out → single") && q3.contains("⚠→✅") && q3.contains("-WL201"),
+        "{b}"
+    );
+    let q6 = line(&b, "Q6");
+    assert!(
+        q6.contains("fan-out → single") && q6.contains("-WL202"),
+        "{b}"
+    );
+    let c1 = line(&a, "C1");
+    assert!(c1.contains("✅→✅"), "{a}");
 }
 
 macro_rules! scenarios {
@@ -136,4 +211,7 @@ scenarios! {
     seed002_book_reviews_lookup => "seed002-book-reviews-lookup",
     seed004_partitioned_queries => "seed004-partitioned-queries",
     seed004_partitioned_queries_by_key => "seed004-partitioned-queries-by-key",
+    seed004_blog_v1 => "seed004-blog-v1",
+    seed004_blog_v2 => "seed004-blog-v2",
+    seed004_blog_v3 => "seed004-blog-v3",
 }

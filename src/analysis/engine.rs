@@ -244,7 +244,7 @@ impl Engine {
                     _ => (shape.text.clone(), NamedBy::Shape),
                 };
                 self.start_operation(conn, &pattern, named_by, &shape);
-                let follow_up = self.follow_up(conn, at, &cmd, &namespace);
+                let follow_up = self.follow_up(conn, at, &cmd, &namespace, &pattern, named_by);
                 let (events, partitioning) = {
                     let mut k = lock(&self.knowledge);
                     k.operations += 1;
@@ -440,6 +440,8 @@ impl Engine {
         at: Instant,
         cmd: &Command<'_>,
         namespace: &str,
+        pattern: &str,
+        named_by: NamedBy,
     ) -> Option<FollowUp> {
         let single = cmd.kind == Kind::Find
             && (matches!(cmd.limit(), Some(1) | Some(-1))
@@ -454,6 +456,12 @@ impl Engine {
         if at.saturating_duration_since(lead.at) > FOLLOW_UP_WINDOW
             || lead.origin.namespace == namespace
         {
+            return None;
+        }
+        // Where the application names its requests, a follow-up belongs to
+        // the same request as the list (the next request's first read is
+        // not a follow-up of the previous request's list).
+        if named_by == NamedBy::Comment && lead.origin.pattern != pattern {
             return None;
         }
         let filter = cmd.filter()?;

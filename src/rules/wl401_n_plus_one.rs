@@ -44,16 +44,14 @@ impl Rule for NPlusOne {
                 f.field.clone(),
             ))
             .or_default();
-        if f.count <= *most {
-            return;
-        }
-        *most = f.count;
+        *most = (*most).max(f.count);
+        let most = *most;
         let mut evidence = BTreeMap::new();
         evidence.insert("leading_shape".into(), json!(f.leading_shape));
         evidence.insert("leading_pattern".into(), json!(f.leading_pattern));
         evidence.insert("follow_up_shape".into(), json!(op.shape.text));
         evidence.insert("linking_field".into(), json!(f.field));
-        evidence.insert("follow_ups_per_list".into(), json!(f.count));
+        evidence.insert("follow_ups_per_list".into(), json!(most));
         evidence.insert("list_documents".into(), json!(f.leading_docs));
         cx.report(
             &META,

@@ -169,11 +169,24 @@ impl Rule for CountOnRead {
                 .insert(op.namespace.to_string());
             return;
         }
-        let fields: Vec<String> = filters(op.cmd)
+        let mut fields: Vec<String> = filters(op.cmd)
             .into_iter()
             .flat_map(equality_paths)
             .filter(|f| f != "_id")
             .collect();
+        // Children are counted by their parent's id: when some counted field
+        // is named like a reference (postId, author_id), the others are
+        // discriminators or flags (type: "comment"), not parents.
+        let is_ref = |f: &String| {
+            let last = f.rsplit('.').next().unwrap_or(f);
+            last.len() > 2
+                && (last.ends_with("Id")
+                    || last.ends_with("ID")
+                    || last.to_ascii_lowercase().ends_with("_id"))
+        };
+        if fields.iter().any(is_ref) {
+            fields.retain(is_ref);
+        }
         for field in fields {
             let n = self
                 .counts
