@@ -72,24 +72,10 @@ pub fn diff(before: &Report, after: &Report) -> String {
             }
         };
         let (ra, rb) = (rules_of(before, a), rules_of(after, b));
-        let findings = if ra == rb {
-            if ra.is_empty() {
-                String::new()
-            } else {
-                ra.join(" ")
-            }
-        } else {
-            let gone: Vec<&String> = ra.iter().filter(|r| !rb.contains(r)).collect();
-            let new: Vec<&String> = rb.iter().filter(|r| !ra.contains(r)).collect();
-            let mut s = String::new();
-            for r in gone {
-                let _ = write!(s, "-{r} ");
-            }
-            for r in new {
-                let _ = write!(s, "+{r} ");
-            }
-            s.trim_end().to_string()
-        };
+        let mut findings: Vec<String> = ra.iter().filter(|r| rb.contains(r)).cloned().collect();
+        findings.extend(ra.iter().filter(|r| !rb.contains(r)).map(|r| format!("-{r}")));
+        findings.extend(rb.iter().filter(|r| !ra.contains(r)).map(|r| format!("+{r}")));
+        let findings = findings.join(" ");
         let _ = writeln!(
             out,
             "{:<24} {:>14} {:>22} {:>22} {:>6}  {}",
