@@ -247,6 +247,30 @@ impl<'a> Command<'a> {
         }
     }
 
+    /// Whether the documents a reply returns are the collection's documents
+    /// as stored (a find, or a pipeline that only filters, sorts and cuts),
+    /// rather than computed ones.
+    pub fn returns_stored_documents(&self) -> bool {
+        match self.kind {
+            Kind::Find | Kind::FindAndModify | Kind::GetMore => true,
+            Kind::Aggregate => self.pipeline().is_some_and(|p| {
+                p.into_iter().flatten().all(|stage| {
+                    stage
+                        .as_document()
+                        .and_then(|s| s.iter().next())
+                        .and_then(|e| e.ok())
+                        .is_some_and(|(name, _)| {
+                            matches!(
+                                name.as_str(),
+                                "$match" | "$sort" | "$limit" | "$skip" | "$sample"
+                            )
+                        })
+                })
+            }),
+            _ => false,
+        }
+    }
+
     /// The documents of an insert: the body's `documents` array or the
     /// kind-1 sequence of that name.
     pub fn documents(&self) -> Vec<&'a RawDocument> {

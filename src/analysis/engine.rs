@@ -338,7 +338,15 @@ impl Engine {
                     }
                 }
             }
-            for doc in &docs {
+            // Only documents as stored count as the collection's documents
+            // (not $group / $project / $lookup output).
+            let stored: &[&bson::RawDocument] =
+                if cmd.as_ref().is_some_and(|c| c.returns_stored_documents()) {
+                    &docs
+                } else {
+                    &[]
+                };
+            for doc in stored {
                 k.namespaces.observe_document(&origin.namespace, doc);
             }
             match &cmd {
@@ -356,9 +364,10 @@ impl Engine {
                         latency_micros: latency,
                         docs_returned: docs.len() as u64,
                         ok,
+                        matched: reply.as_ref().and_then(|r| r.n()),
                     };
                     k.with_rules(|rule, cx| {
-                        for doc in &docs {
+                        for doc in stored {
                             rule.on_document(&view, doc, DocSource::Returned, cx);
                         }
                         rule.on_operation(&done, cx);
@@ -614,6 +623,7 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>) -> Vec<FindingEvent> {
     let mut replaced = Vec::new();
     for doc in &inserted {
         k.namespaces.observe_document(namespace, doc);
+        k.namespaces.observe_inserted_id(namespace, doc);
     }
     for u in &updates {
         match u.update {

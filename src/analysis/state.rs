@@ -196,9 +196,35 @@ pub struct NamespaceState {
     /// Array paths the application bounds by design: `$push` with `$each`
     /// and `$slice`, or the bucket pattern (a counter bound in the filter).
     pub bounded_paths: Lru<String, ()>,
+    /// Top-level field sets of the documents seen (WL501, WL505).
+    pub field_sets: Lru<u64, FieldSet>,
+    pub documents_seen: u64,
 }
 
+/// Documents with one set of top-level field names.
+#[derive(Clone, Debug, Default)]
+pub struct FieldSet {
+    pub fields: Vec<String>,
+    pub count: u64,
+    /// Whether every non-`_id` value was a scalar (id-like: not a document
+    /// or array) in every such document.
+    pub all_scalar: bool,
+    /// Per field, hashes of the string values seen (up to 8): what tells
+    /// documents apart.
+    pub values: Vec<(String, Vec<u64>)>,
+}
+
+/// Distinct values remembered per field of a field set.
+const VALUES_PER_FIELD: usize = 8;
+
 impl NamespaceState {
+    /// Field sets seen, most common first.
+    pub fn shapes(&self) -> Vec<&FieldSet> {
+        let mut v: Vec<&FieldSet> = self.field_sets.iter().map(|(_, f)| f).collect();
+        v.sort_by(|a, b| b.count.cmp(&a.count).then(a.fields.cmp(&b.fields)));
+        v
+    }
+
     fn new(caps: &Caps) -> Self {
         NamespaceState {
             doc_sizes: Log2Hist::default(),
@@ -206,6 +232,8 @@ impl NamespaceState {
             documents: Lru::new(caps.documents_per_namespace),
             write_ops: Lru::new(caps.paths_per_namespace),
             bounded_paths: Lru::new(caps.paths_per_namespace),
+            field_sets: Lru::new(64),
+            documents_seen: 0,
         }
     }
 
@@ -219,6 +247,9 @@ impl NamespaceState {
 pub struct Namespaces {
     pub map: Lru<String, NamespaceState>,
     pub caps: Caps,
+    /// Hashes of inserted documents' `_id`s → their namespace: where the
+    /// children an array refers to live (WL502).
+    pub ids: Lru<u64, String>,
 }
 
 impl Default for Namespaces {
@@ -231,6 +262,7 @@ impl Namespaces {
     pub fn new(caps: Caps) -> Namespaces {
         Namespaces {
             map: Lru::new(caps.namespaces),
+            ids: Lru::new(caps.documents_per_namespace * 10),
             caps,
         }
     }
@@ -246,10 +278,24 @@ impl Namespaces {
     }
 
     /// Records a document: its size, and the length of every array in it.
+    /// Remembers an inserted document's `_id` (hashed) as living here.
+    pub fn observe_inserted_id(&mut self, namespace: &str, doc: &RawDocument) {
+        if let Some(id) = doc.get("_id").ok().flatten() {
+            *self.ids.get_or_insert_with(&value_hash(id), String::new) = namespace.to_string();
+        }
+    }
+
+    /// The namespace whose document has this `_id`, if one was inserted.
+    pub fn id_owner(&self, value: RawBsonRef<'_>) -> Option<&str> {
+        self.ids.get(&value_hash(value)).map(String::as_str)
+    }
+
     pub fn observe_document(&mut self, namespace: &str, doc: &RawDocument) {
         let caps = self.caps.clone();
         let state = self.state(namespace);
         state.doc_sizes.record(doc.as_bytes().len() as u64);
+        state.documents_seen += 1;
+        record_field_set(state, doc);
         let lengths = array_lengths(doc, &caps);
         for (path, len) in &lengths {
             state
@@ -312,6 +358,45 @@ impl Namespaces {
                     }
                 }
             }
+        }
+    }
+}
+
+fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
+    let mut fields: Vec<String> = Vec::new();
+    let mut all_scalar = true;
+    let mut values: Vec<(String, u64)> = Vec::new();
+    for (k, v) in doc.iter().flatten().take(64) {
+        fields.push(k.as_str().to_string());
+        if k.as_str() != "_id" && matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)) {
+            all_scalar = false;
+        }
+        if matches!(
+            v,
+            RawBsonRef::String(_) | RawBsonRef::Int32(_) | RawBsonRef::Boolean(_)
+        ) {
+            values.push((k.as_str().to_string(), value_hash(v)));
+        }
+    }
+    let mut sorted = fields.clone();
+    sorted.sort();
+    let key = fnv1a(sorted.join("\u{0}").as_bytes());
+    let set = state.field_sets.get_or_insert_with(&key, || FieldSet {
+        fields: sorted,
+        count: 0,
+        all_scalar: true,
+        values: Vec::new(),
+    });
+    set.count += 1;
+    set.all_scalar &= all_scalar;
+    for (field, hash) in values {
+        match set.values.iter_mut().find(|(f, _)| *f == field) {
+            Some((_, hashes)) => {
+                if !hashes.contains(&hash) && hashes.len() < VALUES_PER_FIELD {
+                    hashes.push(hash);
+                }
+            }
+            None => set.values.push((field, vec![hash])),
         }
     }
 }

@@ -73,8 +73,16 @@ pub fn diff(before: &Report, after: &Report) -> String {
         };
         let (ra, rb) = (rules_of(before, a), rules_of(after, b));
         let mut findings: Vec<String> = ra.iter().filter(|r| rb.contains(r)).cloned().collect();
-        findings.extend(ra.iter().filter(|r| !rb.contains(r)).map(|r| format!("-{r}")));
-        findings.extend(rb.iter().filter(|r| !ra.contains(r)).map(|r| format!("+{r}")));
+        findings.extend(
+            ra.iter()
+                .filter(|r| !rb.contains(r))
+                .map(|r| format!("-{r}")),
+        );
+        findings.extend(
+            rb.iter()
+                .filter(|r| !ra.contains(r))
+                .map(|r| format!("+{r}")),
+        );
         let findings = findings.join(" ");
         let _ = writeln!(
             out,

@@ -15,7 +15,11 @@ mod wl203_partition_key_advice;
 mod wl301_missing_subset;
 mod wl401_n_plus_one;
 mod wl402_chatty_request;
+mod wl501_join_collection;
+mod wl502_growing_reference_array;
+mod wl503_hot_embedded_data;
 mod wl504_lookup_heavy;
+mod wl505_missing_type_discriminator;
 
 use crate::analysis::command::Command;
 use crate::analysis::shape::Shape;
@@ -132,6 +136,8 @@ pub struct CompletedOp<'a> {
     pub latency_micros: u64,
     pub docs_returned: u64,
     pub ok: bool,
+    /// The reply's `n` (documents matched by an update or delete).
+    pub matched: Option<i64>,
 }
 
 pub trait Rule: Send {
@@ -163,7 +169,11 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl401_n_plus_one::NPlusOne::default()),
         Box::new(wl402_chatty_request::ChattyRequest::default()),
         Box::new(wl402_chatty_request::CountOnRead::default()),
+        Box::new(wl501_join_collection::JoinCollection::default()),
+        Box::new(wl502_growing_reference_array::GrowingReferenceArray::default()),
+        Box::new(wl503_hot_embedded_data::HotEmbeddedData::default()),
         Box::new(wl504_lookup_heavy::LookupHeavy::default()),
+        Box::new(wl505_missing_type_discriminator::MissingTypeDiscriminator::default()),
     ]
 }
 

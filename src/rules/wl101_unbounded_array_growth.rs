@@ -94,7 +94,20 @@ impl Rule for UnboundedArrayGrowth {
                 continue;
             }
             if let Some(doc) = u.update.filter(|_| u.is_operator_update()) {
-                appends.extend(unbounded_appends(doc));
+                // Arrays of child ids are WL502's, with its own advice.
+                let ids: Vec<String> = super::wl502_growing_reference_array::pushed_child_ids(
+                    doc,
+                    op.namespace,
+                    cx.namespaces,
+                )
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
+                appends.extend(
+                    unbounded_appends(doc)
+                        .into_iter()
+                        .filter(|(p, _)| !ids.contains(p)),
+                );
             }
             if let Some(p) = u.pipeline {
                 appends.extend(unbounded_concats(p));

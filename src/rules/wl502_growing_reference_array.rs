@@ -1,0 +1,118 @@
+//! WL502 growing-reference-array: the "one" side of a one-to-many keeps an
+//! array of its children's ids and `$push`es each new one (seed 000:
+//! `publisher.books: [isbn, …]`). The ids are recognised as `_id`s of
+//! documents inserted into another collection (compared as hashes).
+
+use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::command::Kind;
+use crate::analysis::state::{fold_path, Namespaces};
+use bson::{RawBsonRef, RawDocument};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL502",
+    name: "growing-reference-array",
+    severity: Severity::Warning,
+    summary: "A parent document keeps an ever-growing array of its children's ids.",
+    advice: "Reference from the child side instead: store the parent's id in each child (seed 000: pub_id in each \
+             book) and find the children by it; the parent no longer grows with every child.",
+    seed: "seed 000 (publisher.books vs pub_id on each book)",
+    thresholds: &[Threshold { name: "min_updates", default: 3.0, help: "pushes of child ids before it is reported" }],
+};
+
+/// Where the ids a `$push`/`$addToSet` appends to `path` live, when they
+/// are `_id`s of documents of another collection.
+pub fn pushed_child_ids<'a>(
+    update: &RawDocument,
+    namespace: &str,
+    namespaces: &'a Namespaces,
+) -> Vec<(String, &'a str)> {
+    let mut out = Vec::new();
+    for (op, fields) in update.iter().flatten() {
+        if !matches!(op.as_str(), "$push" | "$addToSet") {
+            continue;
+        }
+        let RawBsonRef::Document(fields) = fields else {
+            continue;
+        };
+        for (path, value) in fields.iter().flatten() {
+            let first = match value {
+                RawBsonRef::Document(m) => match m.get("$each").ok().flatten() {
+                    Some(RawBsonRef::Array(a)) => a.into_iter().flatten().next(),
+                    _ => None,
+                },
+                RawBsonRef::Array(_) => None,
+                v => Some(v),
+            };
+            let Some(v) =
+                first.filter(|v| !matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)))
+            else {
+                continue;
+            };
+            if let Some(owner) = namespaces.id_owner(v).filter(|owner| *owner != namespace) {
+                out.push((fold_path(path.as_str()), owner));
+            }
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+pub struct GrowingReferenceArray {
+    counts: BTreeMap<(String, String), u64>,
+}
+
+impl Rule for GrowingReferenceArray {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
+        if !matches!(op.cmd.kind, Kind::Update | Kind::FindAndModify) {
+            return;
+        }
+        let mut found = Vec::new();
+        for u in op.cmd.updates() {
+            if let Some(doc) = u.update.filter(|_| u.is_operator_update()) {
+                found.extend(
+                    pushed_child_ids(doc, op.namespace, cx.namespaces)
+                        .into_iter()
+                        .map(|(p, o)| (p, o.to_string())),
+                );
+            }
+        }
+        for (path, children) in found {
+            let n = self
+                .counts
+                .entry((op.namespace.to_string(), path.clone()))
+                .or_default();
+            *n += 1;
+            let n = *n;
+            if (n as f64) < cx.threshold(&META, op.namespace, "min_updates") {
+                continue;
+            }
+            let longest = cx
+                .namespaces
+                .get(op.namespace)
+                .and_then(|ns| ns.arrays.get(&path))
+                .map_or(0, |a| a.lengths.max);
+            let mut evidence = BTreeMap::new();
+            evidence.insert("children_collection".into(), json!(children));
+            evidence.insert("pushes".into(), json!(n));
+            evidence.insert("longest_array_seen".into(), json!(longest));
+            cx.report(
+                &META,
+                FindingDraft {
+                    namespace: op.namespace.to_string(),
+                    subject: path.clone(),
+                    severity: META.severity,
+                    pattern: Some(op.pattern.to_string()),
+                    shape: Some(op.shape.text.clone()),
+                    message: format!("`{path}` collects the ids of {children} documents, one $push per child ({n} so far)"),
+                    evidence,
+                },
+            );
+        }
+    }
+}

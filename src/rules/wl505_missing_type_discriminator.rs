@@ -1,0 +1,121 @@
+//! WL505 missing-type-discriminator: one collection holds documents of
+//! clearly different shapes (field sets that share less than half their
+//! fields), and no field common to them has values that tell them apart.
+//! Seed 003: books and their reviews in one collection need a `type` field.
+
+use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::state::FieldSet;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL505",
+    name: "missing-type-discriminator",
+    severity: Severity::Warning,
+    summary: "A collection mixes documents of different kinds with no field that says which kind each is.",
+    advice: "Add a field that names the kind of each document (e.g. type: \"book\" / \"review\") and filter on it, so \
+             queries, indexes and the application can tell the kinds apart (seed 003).",
+    seed: "seed 003 (polymorphic collections and the type field)",
+    thresholds: &[
+        Threshold { name: "min_documents", default: 20.0, help: "documents seen before judging" },
+        Threshold { name: "min_share", default: 0.1, help: "share of the documents a shape needs to count as a kind" },
+    ],
+};
+
+#[derive(Default)]
+pub struct MissingTypeDiscriminator {
+    reported: BTreeMap<String, String>,
+}
+
+fn jaccard(a: &FieldSet, b: &FieldSet) -> f64 {
+    let common = a.fields.iter().filter(|f| b.fields.contains(f)).count();
+    let union = a.fields.len() + b.fields.len() - common;
+    if union == 0 {
+        1.0
+    } else {
+        common as f64 / union as f64
+    }
+}
+
+/// A field present in every kind whose values never overlap between kinds.
+fn discriminator(kinds: &[&FieldSet]) -> Option<String> {
+    let first = kinds.first()?;
+    first
+        .fields
+        .iter()
+        .filter(|f| *f != "_id")
+        .find_map(|field| {
+            let values: Vec<&Vec<u64>> = kinds
+                .iter()
+                .map(|k| k.values.iter().find(|(f, _)| f == field).map(|(_, v)| v))
+                .collect::<Option<Vec<_>>>()?;
+            let disjoint = values.iter().enumerate().all(|(i, a)| {
+                values
+                    .iter()
+                    .skip(i + 1)
+                    .all(|b| a.iter().all(|h| !b.contains(h)))
+            });
+            disjoint.then(|| field.clone())
+        })
+}
+
+impl Rule for MissingTypeDiscriminator {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_tick(&mut self, cx: &mut RuleContext<'_>) {
+        let mut drafts = Vec::new();
+        for (namespace, ns) in cx.namespaces.map.iter() {
+            if (ns.documents_seen as f64) < cx.threshold(&META, namespace, "min_documents") {
+                continue;
+            }
+            let min_share = cx.threshold(&META, namespace, "min_share");
+            let kinds: Vec<&FieldSet> = ns
+                .shapes()
+                .into_iter()
+                .filter(|s| s.count as f64 >= min_share * ns.documents_seen as f64)
+                .collect();
+            let distinct = kinds
+                .iter()
+                .enumerate()
+                .any(|(i, a)| kinds.iter().skip(i + 1).any(|b| jaccard(a, b) < 0.5));
+            if !distinct || discriminator(&kinds).is_some() {
+                continue;
+            }
+            let described: Vec<String> = kinds
+                .iter()
+                .map(|k| format!("{{{}}}", k.fields.join(", ")))
+                .collect();
+            let message = format!(
+                "{} kinds of documents share no field that tells them apart: {}",
+                kinds.len(),
+                described.join(" / ")
+            );
+            if self.reported.get(namespace) == Some(&message) {
+                continue;
+            }
+            self.reported.insert(namespace.clone(), message.clone());
+            let mut evidence = BTreeMap::new();
+            evidence.insert(
+                "shapes".into(),
+                json!(kinds
+                    .iter()
+                    .map(|k| json!({"fields": k.fields, "documents": k.count}))
+                    .collect::<Vec<_>>()),
+            );
+            drafts.push(FindingDraft {
+                namespace: namespace.clone(),
+                subject: "(document kinds)".into(),
+                severity: META.severity,
+                pattern: None,
+                shape: None,
+                message,
+                evidence,
+            });
+        }
+        for d in drafts {
+            cx.report(&META, d);
+        }
+    }
+}
