@@ -191,92 +191,108 @@ fn key(s: &mut String, k: &str) {
     }
 }
 
+/// Writes `{k: …, k: …}`: braces, separators and keys; `value` writes each
+/// value. A malformed element ends the document with `…`.
+fn fields<'a>(
+    d: &'a RawDocument,
+    s: &mut String,
+    mut value: impl FnMut(&'a str, RawBsonRef<'a>, &mut String),
+) {
+    s.push('{');
+    for (i, element) in d.iter().enumerate() {
+        let Ok((k, v)) = element else {
+            s.push('…');
+            break;
+        };
+        if i > 0 {
+            s.push_str(", ");
+        }
+        key(s, k.as_str());
+        s.push_str(": ");
+        value(k.as_str(), v, s);
+    }
+    s.push('}');
+}
+
+/// Writes `[…, …]`, at most `max` items then `…`.
+fn items<'a>(
+    a: &'a RawArray,
+    s: &mut String,
+    max: usize,
+    mut item: impl FnMut(RawBsonRef<'a>, &mut String),
+) {
+    s.push('[');
+    for (i, element) in a.into_iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        if i >= max {
+            s.push('…');
+            break;
+        }
+        match element {
+            Ok(v) => item(v, s),
+            Err(_) => s.push('…'),
+        }
+    }
+    s.push(']');
+}
+
+fn number_or_type(v: RawBsonRef<'_>, s: &mut String) {
+    match super::command::number(v) {
+        Some(n) => {
+            let _ = write!(s, "{n}");
+        }
+        None => s.push_str(type_name(v)),
+    }
+}
+
 /// A query filter: field → value (typed) or operator document.
 pub fn filter(d: &RawDocument, s: &mut String, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
     }
-    s.push('{');
-    for (i, element) in d.iter().enumerate() {
-        let Ok((k, v)) = element else {
-            s.push('…');
-            break;
-        };
-        if i > 0 {
-            s.push_str(", ");
+    fields(d, s, |k, v, s| match (k, v) {
+        ("$and" | "$or" | "$nor", RawBsonRef::Array(a)) => {
+            items(a, s, MAX_ITEMS, |item, s| match item {
+                RawBsonRef::Document(sub) => filter(sub, s, depth + 1),
+                other => s.push_str(type_name(other)),
+            })
         }
-        let k = k.as_str();
-        key(s, k);
-        s.push_str(": ");
-        match (k, v) {
-            ("$and" | "$or" | "$nor", RawBsonRef::Array(a)) => {
-                s.push('[');
-                for (j, item) in a.into_iter().enumerate() {
-                    if j > 0 {
-                        s.push_str(", ");
-                    }
-                    if j >= MAX_ITEMS {
-                        s.push('…');
-                        break;
-                    }
-                    match item {
-                        Ok(RawBsonRef::Document(sub)) => filter(sub, s, depth + 1),
-                        Ok(other) => s.push_str(type_name(other)),
-                        Err(_) => s.push('…'),
-                    }
-                }
-                s.push(']');
-            }
-            ("$expr", v) => expression(v, s, depth + 1),
-            ("$where", _) => s.push_str("?javascript"),
-            (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
-            (_, v) => s.push_str(type_name(v)),
-        }
-    }
-    s.push('}');
+        ("$expr", v) => expression(v, s, depth + 1),
+        ("$where", _) => s.push_str("?javascript"),
+        (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
+        (_, v) => s.push_str(type_name(v)),
+    });
 }
 
 /// `{$gt: 5, $lt: 9}`, `{$in: [...]}`, `{$elemMatch: {...}}`, ...
 fn operators(d: &RawDocument, s: &mut String, depth: usize) {
-    s.push('{');
-    for (i, element) in d.iter().enumerate() {
-        let Ok((k, v)) = element else {
-            s.push('…');
-            break;
-        };
-        if i > 0 {
-            s.push_str(", ");
-        }
-        let k = k.as_str();
-        key(s, k);
-        s.push_str(": ");
-        match (k, v) {
-            ("$in" | "$nin" | "$all", RawBsonRef::Array(a)) => collapsed(a, s),
-            ("$elemMatch", RawBsonRef::Document(sub)) => {
-                if is_operator_doc(sub) {
-                    operators(sub, s, depth + 1)
-                } else {
-                    filter(sub, s, depth + 1)
-                }
-            }
-            ("$not", RawBsonRef::Document(sub)) => operators(sub, s, depth + 1),
-            ("$exists", RawBsonRef::Boolean(b)) => {
-                let _ = write!(s, "{b}");
-            }
-            ("$exists", v) => s.push_str(type_name(v)),
-            ("$type", RawBsonRef::String(t)) => {
-                let _ = write!(s, "{t:?}");
-            }
-            ("$type", RawBsonRef::Int32(t)) => {
-                let _ = write!(s, "{t}");
-            }
-            ("$options", _) => s.push_str("?string"),
-            (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
-            (_, v) => s.push_str(type_name(v)),
-        }
+    if depth > MAX_DEPTH {
+        s.push('…');
+        return;
     }
-    s.push('}');
+    fields(d, s, |k, v, s| match (k, v) {
+        ("$in" | "$nin" | "$all", RawBsonRef::Array(a)) => collapsed(a, s),
+        ("$elemMatch", RawBsonRef::Document(sub)) if is_operator_doc(sub) => {
+            operators(sub, s, depth + 1)
+        }
+        ("$elemMatch", RawBsonRef::Document(sub)) => filter(sub, s, depth + 1),
+        ("$not", RawBsonRef::Document(sub)) => operators(sub, s, depth + 1),
+        ("$exists", RawBsonRef::Boolean(b)) => {
+            let _ = write!(s, "{b}");
+        }
+        ("$type", RawBsonRef::String(t)) => {
+            let _ = write!(s, "{t:?}");
+        }
+        ("$type", RawBsonRef::Int32(t)) => {
+            let _ = write!(s, "{t}");
+        }
+        ("$options", _) => s.push_str("?string"),
+        (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
+        (_, v) => s.push_str(type_name(v)),
+    });
 }
 
 /// An array literal written as the sorted set of its element types.
@@ -296,73 +312,48 @@ fn literal_doc(d: &RawDocument, s: &mut String, depth: usize) {
         s.push('…');
         return;
     }
-    s.push('{');
-    for (i, element) in d.iter().enumerate() {
-        let Ok((k, v)) = element else { break };
-        if i > 0 {
-            s.push_str(", ");
+    fields(d, s, |_, v, s| match v {
+        RawBsonRef::Int32(_) | RawBsonRef::Int64(_) => number_or_type(v, s),
+        RawBsonRef::Double(n) => {
+            let _ = write!(s, "{n}");
         }
-        key(s, k.as_str());
-        s.push_str(": ");
-        match v {
-            RawBsonRef::Int32(n) => {
-                let _ = write!(s, "{n}");
-            }
-            RawBsonRef::Int64(n) => {
-                let _ = write!(s, "{n}");
-            }
-            RawBsonRef::Double(n) => {
-                let _ = write!(s, "{n}");
-            }
-            RawBsonRef::Boolean(b) => {
-                let _ = write!(s, "{b}");
-            }
-            RawBsonRef::String(t) => {
-                let _ = write!(s, "{t:?}");
-            }
-            RawBsonRef::Document(sub) => literal_doc(sub, s, depth + 1),
-            other => s.push_str(type_name(other)),
+        RawBsonRef::Boolean(b) => {
+            let _ = write!(s, "{b}");
         }
-    }
-    s.push('}');
+        RawBsonRef::String(t) => {
+            let _ = write!(s, "{t:?}");
+        }
+        RawBsonRef::Document(sub) => literal_doc(sub, s, depth + 1),
+        other => s.push_str(type_name(other)),
+    });
 }
 
 /// A projection: inclusion flags and `$slice` counts kept, `$elemMatch`
 /// as a filter, expressions typed.
 fn projection(d: &RawDocument, s: &mut String, depth: usize) {
-    s.push('{');
-    for (i, element) in d.iter().enumerate() {
-        let Ok((k, v)) = element else { break };
-        if i > 0 {
-            s.push_str(", ");
+    fields(d, s, |_, v, s| match v {
+        RawBsonRef::Int32(_)
+        | RawBsonRef::Int64(_)
+        | RawBsonRef::Double(_)
+        | RawBsonRef::Boolean(_) => {
+            let on = super::command::number(v)
+                .map(|n| n != 0)
+                .unwrap_or(v.as_bool() == Some(true));
+            s.push_str(if on { "1" } else { "0" });
         }
-        key(s, k.as_str());
-        s.push_str(": ");
-        match v {
-            RawBsonRef::Int32(_)
-            | RawBsonRef::Int64(_)
-            | RawBsonRef::Double(_)
-            | RawBsonRef::Boolean(_) => {
-                let on = super::command::number(v)
-                    .map(|n| n != 0)
-                    .unwrap_or(v.as_bool() == Some(true));
-                s.push_str(if on { "1" } else { "0" });
+        RawBsonRef::Document(sub) => match sub.iter().next() {
+            Some(Ok((op, _))) if op.as_str() == "$slice" || op.as_str() == "$meta" => {
+                literal_doc(sub, s, depth + 1)
             }
-            RawBsonRef::Document(sub) => match sub.iter().next() {
-                Some(Ok((op, _))) if op.as_str() == "$slice" || op.as_str() == "$meta" => {
-                    literal_doc(sub, s, depth + 1)
-                }
-                Some(Ok((op, RawBsonRef::Document(m)))) if op.as_str() == "$elemMatch" => {
-                    s.push_str("{$elemMatch: ");
-                    filter(m, s, depth + 1);
-                    s.push('}');
-                }
-                _ => expression(v, s, depth + 1),
-            },
-            other => expression(other, s, depth + 1),
-        }
-    }
-    s.push('}');
+            Some(Ok((op, RawBsonRef::Document(m)))) if op.as_str() == "$elemMatch" => {
+                s.push_str("{$elemMatch: ");
+                filter(m, s, depth + 1);
+                s.push('}');
+            }
+            _ => expression(v, s, depth + 1),
+        },
+        other => expression(other, s, depth + 1),
+    });
 }
 
 /// An aggregation expression: field paths and operator names kept,
@@ -376,39 +367,11 @@ fn expression(v: RawBsonRef<'_>, s: &mut String, depth: usize) {
         RawBsonRef::String(t) if t.starts_with('$') => {
             let _ = write!(s, "{t:?}");
         }
-        RawBsonRef::Document(d) => {
-            s.push('{');
-            for (i, element) in d.iter().enumerate() {
-                let Ok((k, v)) = element else { break };
-                if i > 0 {
-                    s.push_str(", ");
-                }
-                key(s, k.as_str());
-                s.push_str(": ");
-                match (k.as_str(), v) {
-                    ("$literal", other) => s.push_str(type_name(other)),
-                    (_, v) => expression(v, s, depth + 1),
-                }
-            }
-            s.push('}');
-        }
-        RawBsonRef::Array(a) => {
-            s.push('[');
-            for (i, item) in a.into_iter().enumerate() {
-                if i > 0 {
-                    s.push_str(", ");
-                }
-                if i >= MAX_ITEMS {
-                    s.push('…');
-                    break;
-                }
-                match item {
-                    Ok(v) => expression(v, s, depth + 1),
-                    Err(_) => s.push('…'),
-                }
-            }
-            s.push(']');
-        }
+        RawBsonRef::Document(d) => fields(d, s, |k, v, s| match k {
+            "$literal" => s.push_str(type_name(v)),
+            _ => expression(v, s, depth + 1),
+        }),
+        RawBsonRef::Array(a) => items(a, s, MAX_ITEMS, |v, s| expression(v, s, depth + 1)),
         other => s.push_str(type_name(other)),
     }
 }
@@ -419,84 +382,41 @@ pub fn pipeline(p: &RawArray, s: &mut String, depth: usize) {
         s.push('…');
         return;
     }
-    s.push('[');
-    for (i, stage) in p.into_iter().enumerate() {
-        if i > 0 {
-            s.push_str(", ");
-        }
-        if i >= MAX_ITEMS * 2 {
+    items(p, s, MAX_ITEMS * 2, |stage, s| {
+        let RawBsonRef::Document(stage) = stage else {
             s.push('…');
-            break;
-        }
-        let Ok(RawBsonRef::Document(stage)) = stage else {
-            s.push('…');
-            continue;
+            return;
         };
-        let Some(Ok((name, body))) = stage.iter().next() else {
-            s.push_str("{}");
-            continue;
-        };
-        let name = name.as_str();
-        s.push('{');
-        key(s, name);
-        s.push_str(": ");
-        match (name, body) {
+        fields(stage, s, |name, body, s| match (name, body) {
             ("$match", RawBsonRef::Document(f)) => filter(f, s, depth + 1),
             ("$sort", RawBsonRef::Document(o)) => literal_doc(o, s, depth + 1),
-            ("$limit" | "$skip" | "$sample", v) => {
-                if let RawBsonRef::Document(d) = v {
-                    expression(RawBsonRef::Document(d), s, depth + 1)
-                } else {
-                    s.push_str(type_name(v))
-                }
+            ("$limit" | "$skip" | "$sample", RawBsonRef::Document(_)) => {
+                expression(body, s, depth + 1)
             }
+            ("$limit" | "$skip" | "$sample", v) => s.push_str(type_name(v)),
             ("$lookup", RawBsonRef::Document(l)) => lookup(l, s, depth + 1),
             ("$unwind" | "$count" | "$out", RawBsonRef::String(t)) => {
                 let _ = write!(s, "{t:?}");
             }
             ("$project", RawBsonRef::Document(p)) => projection(p, s, depth + 1),
-            ("$facet", RawBsonRef::Document(f)) => {
-                s.push('{');
-                for (j, element) in f.iter().enumerate() {
-                    let Ok((k, v)) = element else { break };
-                    if j > 0 {
-                        s.push_str(", ");
-                    }
-                    key(s, k.as_str());
-                    s.push_str(": ");
-                    match v {
-                        RawBsonRef::Array(sub) => pipeline(sub, s, depth + 1),
-                        other => s.push_str(type_name(other)),
-                    }
-                }
-                s.push('}');
-            }
+            ("$facet", RawBsonRef::Document(f)) => fields(f, s, |_, v, s| match v {
+                RawBsonRef::Array(sub) => pipeline(sub, s, depth + 1),
+                other => s.push_str(type_name(other)),
+            }),
             (_, v) => expression(v, s, depth + 1),
-        }
-        s.push('}');
-    }
-    s.push(']');
+        });
+    });
 }
 
 fn lookup(l: &RawDocument, s: &mut String, depth: usize) {
-    s.push('{');
-    for (i, element) in l.iter().enumerate() {
-        let Ok((k, v)) = element else { break };
-        if i > 0 {
-            s.push_str(", ");
+    fields(l, s, |k, v, s| match (k, v) {
+        ("from" | "localField" | "foreignField" | "as", RawBsonRef::String(t)) => {
+            let _ = write!(s, "{t:?}");
         }
-        key(s, k.as_str());
-        s.push_str(": ");
-        match (k.as_str(), v) {
-            ("from" | "localField" | "foreignField" | "as", RawBsonRef::String(t)) => {
-                let _ = write!(s, "{t:?}");
-            }
-            ("from", RawBsonRef::Document(d)) => literal_doc(d, s, depth + 1),
-            ("pipeline", RawBsonRef::Array(p)) => pipeline(p, s, depth + 1),
-            (_, v) => expression(v, s, depth + 1),
-        }
-    }
-    s.push('}');
+        ("from", RawBsonRef::Document(d)) => literal_doc(d, s, depth + 1),
+        ("pipeline", RawBsonRef::Array(p)) => pipeline(p, s, depth + 1),
+        (_, v) => expression(v, s, depth + 1),
+    });
 }
 
 /// An update: operators with their fields typed (`$push` `$each` lists
@@ -516,79 +436,37 @@ fn update(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut String) {
         typed_doc(d, s);
         return;
     }
-    s.push('{');
-    for (i, element) in d.iter().enumerate() {
-        let Ok((op, fields)) = element else { break };
-        if i > 0 {
-            s.push_str(", ");
-        }
-        key(s, op.as_str());
-        s.push_str(": ");
-        let RawBsonRef::Document(fields) = fields else {
-            s.push_str(type_name(fields));
-            continue;
-        };
-        s.push('{');
-        for (j, element) in fields.iter().enumerate() {
-            let Ok((path, v)) = element else { break };
-            if j > 0 {
-                s.push_str(", ");
-            }
-            key(s, path.as_str());
-            s.push_str(": ");
-            match v {
-                RawBsonRef::Document(m) if is_operator_doc(m) => update_modifiers(m, s),
-                v => s.push_str(type_name(v)),
-            }
-        }
-        s.push('}');
-    }
-    s.push('}');
+    fields(d, s, |_, paths, s| match paths {
+        RawBsonRef::Document(paths) => fields(paths, s, |_, v, s| match v {
+            RawBsonRef::Document(m) if is_operator_doc(m) => update_modifiers(m, s),
+            v => s.push_str(type_name(v)),
+        }),
+        other => s.push_str(type_name(other)),
+    });
 }
 
 fn update_modifiers(m: &RawDocument, s: &mut String) {
-    s.push('{');
-    for (i, element) in m.iter().enumerate() {
-        let Ok((k, v)) = element else { break };
-        if i > 0 {
-            s.push_str(", ");
-        }
-        key(s, k.as_str());
-        s.push_str(": ");
-        match (k.as_str(), v) {
-            ("$each" | "$in", RawBsonRef::Array(a)) => collapsed(a, s),
-            ("$slice" | "$position", v) => match super::command::number(v) {
-                Some(n) => {
-                    let _ = write!(s, "{n}");
-                }
-                None => s.push_str(type_name(v)),
-            },
-            ("$sort", RawBsonRef::Document(o)) => literal_doc(o, s, 2),
-            ("$sort", v) => expression(v, s, 2),
-            (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, 2),
-            (_, v) => s.push_str(type_name(v)),
-        }
-    }
-    s.push('}');
+    fields(m, s, |k, v, s| match (k, v) {
+        ("$each" | "$in", RawBsonRef::Array(a)) => collapsed(a, s),
+        ("$slice" | "$position", v) => number_or_type(v, s),
+        ("$sort", RawBsonRef::Document(o)) => literal_doc(o, s, 2),
+        ("$sort", v) => expression(v, s, 2),
+        (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, 2),
+        (_, v) => s.push_str(type_name(v)),
+    });
 }
 
 /// A document's top-level fields with their types.
 pub fn typed_doc(d: &RawDocument, s: &mut String) {
-    s.push('{');
-    for (i, element) in d.iter().enumerate() {
-        let Ok((k, v)) = element else { break };
-        if i > 0 {
-            s.push_str(", ");
-        }
-        if i >= MAX_ITEMS * 2 {
-            s.push('…');
-            break;
-        }
-        key(s, k.as_str());
-        s.push_str(": ");
-        s.push_str(type_name(v));
-    }
-    s.push('}');
+    let mut n = 0;
+    fields(d, s, |_, v, s| {
+        n += 1;
+        s.push_str(if n > MAX_ITEMS * 2 {
+            "…"
+        } else {
+            type_name(v)
+        });
+    });
 }
 
 #[cfg(test)]
