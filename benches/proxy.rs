@@ -6,6 +6,7 @@
 //!
 //! Targets, interleaved round by round so machine drift cancels out:
 //! - `direct`: the backend itself;
+//! - `tcp-relay`: socat relaying bytes (when installed: the floor for any hop);
 //! - `wirelint-off`: the wirelint binary with `--no-analysis`;
 //! - `wirelint-on`: the wirelint binary with analysis on.
 //!
@@ -128,6 +129,34 @@ fn wirelint(upstream: SocketAddr, analysis: bool) -> Wirelint {
         std::thread::sleep(Duration::from_millis(20));
     }
     Wirelint(child, addr)
+}
+
+/// A plain TCP relay (socat from Debian, when installed): the floor for any
+/// proxy hop.
+fn relay(upstream: SocketAddr) -> Option<Wirelint> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let child = Command::new("socat")
+        .arg(format!(
+            "TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay"
+        ))
+        .arg(format!("TCP:{upstream},nodelay"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(Wirelint(child, addr))
 }
 
 // ---------------------------------------------------------------------------
@@ -309,11 +338,12 @@ async fn main() {
     for (backend, addr) in &backends {
         let off = wirelint(*addr, false);
         let on = wirelint(*addr, true);
-        let targets = [
-            ("direct", *addr),
-            ("wirelint-off", off.1),
-            ("wirelint-on", on.1),
-        ];
+        let socat = relay(*addr);
+        let mut targets = vec![("direct", *addr)];
+        if let Some(r) = &socat {
+            targets.push(("tcp-relay", r.1));
+        }
+        targets.extend([("wirelint-off", off.1), ("wirelint-on", on.1)]);
         let workloads: &[Workload] = if *backend == "ferretdb" {
             &[Workload::Ping, Workload::FindOne]
         } else {
