@@ -6,7 +6,6 @@ mod common;
 use common::{eventually, Backend, BackendOptions};
 use futures_util::TryStreamExt;
 use mongodb::bson::{doc, Document};
-use mongodb::options::ClientOptions;
 use mongodb::Client;
 use std::time::{Duration, Instant};
 
@@ -276,14 +275,8 @@ async fn tls_on_the_client_side() {
     assert!(n >= 1);
 
     // A plain client on the TLS port is refused, quickly.
-    let mut opts = ClientOptions::parse(format!("mongodb://localhost:{port}/"))
-        .await
-        .unwrap();
-    opts.server_selection_timeout = Some(Duration::from_millis(1500));
-    let plain = Client::with_options(opts).unwrap();
-    assert!(plain
-        .database("admin")
-        .run_command(doc! {"ping": 1})
+    let plain = format!("mongodb://localhost:{port}/");
+    assert!(common::ping(&plain, Duration::from_millis(1500))
         .await
         .is_err());
     proxy.shutdown().await;
@@ -312,17 +305,11 @@ async fn tls_client_certificates_when_a_client_ca_is_set() {
         .run_command(doc! {"ping": 1})
         .await
         .unwrap();
-    let mut opts = ClientOptions::parse(format!(
+    let without = format!(
         "mongodb://localhost:{port}/?tls=true&tlsCAFile={}",
         certs.ca.display()
-    ))
-    .await
-    .unwrap();
-    opts.server_selection_timeout = Some(Duration::from_millis(1500));
-    let without = Client::with_options(opts).unwrap();
-    assert!(without
-        .database("admin")
-        .run_command(doc! {"ping": 1})
+    );
+    assert!(common::ping(&without, Duration::from_millis(1500))
         .await
         .is_err());
     proxy.shutdown().await;
@@ -353,14 +340,7 @@ async fn tls_on_the_upstream_side() {
         certs.other_ca.display()
     );
     let proxy = common::proxy(&upstream).await;
-    let mut opts = ClientOptions::parse(proxy.connection_string())
-        .await
-        .unwrap();
-    opts.server_selection_timeout = Some(Duration::from_millis(1500));
-    let c = Client::with_options(opts).unwrap();
-    let err = c
-        .database("admin")
-        .run_command(doc! {"ping": 1})
+    let err = common::ping(&proxy.connection_string(), Duration::from_millis(1500))
         .await
         .unwrap_err();
     assert!(
@@ -404,15 +384,8 @@ async fn replica_set_upstream_keeps_drivers_on_wirelint() {
 async fn unreachable_upstream_gives_the_client_an_error_fast() {
     let dead = common::free_port();
     let proxy = common::proxy(&format!("mongodb://127.0.0.1:{dead}/")).await;
-    let mut options = ClientOptions::parse(proxy.connection_string())
-        .await
-        .unwrap();
-    options.server_selection_timeout = Some(Duration::from_millis(1000));
-    let c = Client::with_options(options).unwrap();
     let started = Instant::now();
-    let err = c
-        .database("admin")
-        .run_command(doc! {"ping": 1})
+    let err = common::ping(&proxy.connection_string(), Duration::from_millis(1000))
         .await
         .unwrap_err();
     let took = started.elapsed();

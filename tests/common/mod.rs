@@ -433,6 +433,21 @@ pub async fn client(uri: &str) -> mongodb::Client {
     mongodb::Client::with_options(options).unwrap()
 }
 
+/// A `ping` with a driver that gives up selecting a server after
+/// `selection_timeout` (for checks that a connection is refused or fails).
+pub async fn ping(
+    uri: &str,
+    selection_timeout: Duration,
+) -> mongodb::error::Result<mongodb::bson::Document> {
+    let mut options = mongodb::options::ClientOptions::parse(uri).await.unwrap();
+    options.server_selection_timeout = Some(selection_timeout);
+    mongodb::Client::with_options(options)
+        .unwrap()
+        .database("admin")
+        .run_command(mongodb::bson::doc! {"ping": 1})
+        .await
+}
+
 /// The wirelint binary, with no `WIRELINT_*` variables inherited.
 pub fn wirelint_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wirelint"));
