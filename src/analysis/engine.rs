@@ -116,6 +116,18 @@ struct Pending {
     continuation: bool,
 }
 
+impl Pending {
+    fn new(at: Instant, request: &Bytes, origin: Option<Origin>, getmore: bool) -> Pending {
+        Pending {
+            at,
+            request: request.clone(),
+            origin,
+            getmore,
+            continuation: false,
+        }
+    }
+}
+
 #[derive(Default)]
 struct ConnState {
     pending: HashMap<i32, Pending>,
@@ -199,31 +211,11 @@ impl Engine {
                 let origin = cmd
                     .cursor_id()
                     .and_then(|id| lock(&self.knowledge).cursors.get(&id).cloned());
-                self.remember(
-                    conn,
-                    request_id,
-                    Pending {
-                        at,
-                        request: frame.clone(),
-                        origin,
-                        getmore: true,
-                        continuation: false,
-                    },
-                );
+                self.remember(conn, request_id, Pending::new(at, frame, origin, true));
             }
             Kind::ShardCollection | Kind::CustomAction if cmd.shard_key().is_some() => {
                 // Learnt from the reply, if the server accepted it.
-                self.remember(
-                    conn,
-                    request_id,
-                    Pending {
-                        at,
-                        request: frame.clone(),
-                        origin: None,
-                        getmore: false,
-                        continuation: false,
-                    },
-                );
+                self.remember(conn, request_id, Pending::new(at, frame, None, false));
             }
             Kind::KillCursors => {
                 let mut k = lock(&self.knowledge);
@@ -274,13 +266,7 @@ impl Engine {
                     self.remember(
                         conn,
                         request_id,
-                        Pending {
-                            at,
-                            request: frame.clone(),
-                            origin: Some(origin),
-                            getmore: false,
-                            continuation: false,
-                        },
+                        Pending::new(at, frame, Some(origin), false),
                     );
                 }
             }
