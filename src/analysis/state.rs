@@ -165,14 +165,6 @@ impl Log2Hist {
         }
         self.max
     }
-
-    pub fn mean(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.count as f64
-        }
-    }
 }
 
 /// Array lengths seen at one field path.
@@ -235,10 +227,6 @@ impl NamespaceState {
             field_sets: Lru::new(64),
             documents_seen: 0,
         }
-    }
-
-    pub fn documents_remembered(&self) -> usize {
-        self.documents.len()
     }
 }
 
