@@ -1,12 +1,24 @@
-//! Analysis throughput: decode + command model + shape + pairing + rules,
-//! on messages captured from real drivers (fixtures/wire/), in messages per
-//! second on one core. Printed, never asserted.
+//! Micro-benchmarks (divan): what wirelint spends per message.
+//!
+//! - `analysis`: decode + command model + shape + pairing + state + every
+//!   rule, on request/reply pairs captured from real drivers
+//!   (fixtures/wire/), one thread. Time and allocations are per pair (two
+//!   messages).
+//! - `forward`: one ping through an in-process wirelint to an in-process
+//!   responder with prepared replies, everything on one thread, so the
+//!   allocation counts are the proxy's own per forwarded request/reply.
 //!
 //! ```sh
-//! cargo bench --bench analysis [-- --iterations 200000]
+//! cargo bench --bench analysis                  # divan's table
+//! WIRELINT_CALLGRIND=20000 [WIRELINT_CALLGRIND_ONLY=find] \
+//!     valgrind --tool=callgrind target/release/deps/analysis-* --bench
+//!                                               # a fixed loop: instructions per pair
 //! ```
+//!
+//! Figures are printed, never asserted.
 
 use bytes::Bytes;
+use divan::{AllocProfiler, Bencher};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wirelint::analysis::engine::{Engine, Knowledge};
@@ -14,65 +26,159 @@ use wirelint::analysis::state::Caps;
 use wirelint::rules::RuleSettings;
 use wirelint::stats::Direction;
 
+#[global_allocator]
+static ALLOC: AllocProfiler = AllocProfiler::system();
+
+const PAIRS: [(&str, &[u8], &[u8]); 4] = [
+    (
+        "find",
+        include_bytes!("../fixtures/wire/node-find.bin"),
+        include_bytes!("../fixtures/wire/node-find.reply.bin"),
+    ),
+    (
+        "update",
+        include_bytes!("../fixtures/wire/pymongo-update.bin"),
+        include_bytes!("../fixtures/wire/pymongo-update.reply.bin"),
+    ),
+    (
+        "insert_30_docs",
+        include_bytes!("../fixtures/wire/pymongo-insert.bin"),
+        include_bytes!("../fixtures/wire/pymongo-insert.reply.bin"),
+    ),
+    (
+        "aggregate_lookup",
+        include_bytes!("../fixtures/wire/pymongo-aggregate.bin"),
+        include_bytes!("../fixtures/wire/pymongo-aggregate.reply.bin"),
+    ),
+];
+
+fn engine() -> Engine {
+    let knowledge = Arc::new(Mutex::new(Knowledge::new(
+        RuleSettings::default(),
+        false,
+        Caps::default(),
+    )));
+    Engine::new(knowledge, None)
+}
+
 fn main() {
-    let iterations: u64 = std::env::args()
-        .skip_while(|a| a != "--iterations")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200_000);
-    let pairs: [(&str, &[u8], &[u8]); 4] = [
-        (
-            "find (Node driver)",
-            include_bytes!("../fixtures/wire/node-find.bin"),
-            include_bytes!("../fixtures/wire/node-find.reply.bin"),
-        ),
-        (
-            "update (pymongo)",
-            include_bytes!("../fixtures/wire/pymongo-update.bin"),
-            include_bytes!("../fixtures/wire/pymongo-update.reply.bin"),
-        ),
-        (
-            "insert 30 docs (pymongo)",
-            include_bytes!("../fixtures/wire/pymongo-insert.bin"),
-            include_bytes!("../fixtures/wire/pymongo-insert.reply.bin"),
-        ),
-        (
-            "aggregate + $lookup (pymongo)",
-            include_bytes!("../fixtures/wire/pymongo-aggregate.bin"),
-            include_bytes!("../fixtures/wire/pymongo-aggregate.reply.bin"),
-        ),
-    ];
-    println!(
-        "analysis throughput · {iterations} request/reply pairs each · one thread (all rules on)"
-    );
-    println!(
-        "{:<32} {:>14} {:>12}",
-        "workload", "messages/s", "ns/message"
-    );
-    for (name, request, reply) in pairs {
-        let knowledge = Arc::new(Mutex::new(Knowledge::new(
-            RuleSettings::default(),
-            false,
-            Caps::default(),
-        )));
-        let mut engine = Engine::new(knowledge, None);
-        let (request, reply) = (
-            Bytes::copy_from_slice(request),
-            Bytes::copy_from_slice(reply),
-        );
-        let started = Instant::now();
-        for _ in 0..iterations {
-            let at = Instant::now();
-            engine.message(1, Direction::Request, at, request.clone());
-            engine.message(1, Direction::Reply, at, reply.clone());
+    if let Some(n) = std::env::var("WIRELINT_CALLGRIND")
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        // A fixed amount of work for `valgrind --tool=callgrind`, whose
+        // instruction count is the same on every run of the same binary.
+        let only = std::env::var("WIRELINT_CALLGRIND_ONLY").ok();
+        for (name, request, reply) in PAIRS {
+            if only.as_deref().is_some_and(|o| o != name) {
+                continue;
+            }
+            let mut engine = engine();
+            let (request, reply) = (Bytes::from_static(request), Bytes::from_static(reply));
+            for _ in 0..n {
+                let at = Instant::now();
+                engine.message(1, Direction::Request, at, request.clone());
+                engine.message(1, Direction::Reply, at, reply.clone());
+            }
+            println!("{name}: {n} pairs");
         }
-        let elapsed = started.elapsed();
-        let messages = (iterations * 2) as f64;
-        println!(
-            "{:<32} {:>14.0} {:>12.0}",
-            name,
-            messages / elapsed.as_secs_f64(),
-            elapsed.as_nanos() as f64 / messages
+        return;
+    }
+    divan::main();
+}
+
+/// One request and its reply through the whole analysis (per pair).
+#[divan::bench(args = ["find", "update", "insert_30_docs", "aggregate_lookup"])]
+fn analysis(bencher: Bencher, workload: &str) {
+    let (_, request, reply) = PAIRS.iter().find(|p| p.0 == workload).unwrap();
+    let (request, reply) = (Bytes::from_static(request), Bytes::from_static(reply));
+    let mut engine = engine();
+    // Past the first sightings: the steady state a long-running proxy is in.
+    for _ in 0..1000 {
+        let at = Instant::now();
+        engine.message(1, Direction::Request, at, request.clone());
+        engine.message(1, Direction::Reply, at, reply.clone());
+    }
+    bencher.bench_local(|| {
+        let at = Instant::now();
+        engine.message(1, Direction::Request, at, request.clone());
+        engine.message(1, Direction::Reply, at, reply.clone());
+    });
+}
+
+mod forward {
+    use super::*;
+    use bson::rawdoc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use wirelint::wire::{op_msg, HEADER_LEN};
+    use wirelint::{Proxy, ProxySettings};
+
+    async fn read_message(s: &mut TcpStream, buf: &mut [u8]) -> usize {
+        s.read_exact(&mut buf[..HEADER_LEN]).await.unwrap();
+        let len = i32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
+        s.read_exact(&mut buf[HEADER_LEN..len]).await.unwrap();
+        len
+    }
+
+    /// A responder with one prepared reply and a reused buffer: it
+    /// allocates nothing per message, so what is counted is the proxy's.
+    async fn responder() -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reply = op_msg::encode(0, 0, 0, rawdoc! {"ok": 1.0}.as_bytes(), &[]);
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let reply = reply.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while s.read_exact(&mut buf[..HEADER_LEN]).await.is_ok() {
+                        let len = i32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
+                        if s.read_exact(&mut buf[HEADER_LEN..len]).await.is_err() {
+                            break;
+                        }
+                        if s.write_all(&reply).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// A ping through wirelint: client → proxy → responder → proxy →
+    /// client, one thread (so every allocation on the path is counted).
+    #[divan::bench(args = [false, true])]
+    fn ping_through_wirelint(bencher: Bencher, analysis: bool) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (_proxy, mut client) = rt.block_on(async {
+            let backend = responder().await;
+            let mut settings =
+                ProxySettings::new("127.0.0.1:0", &format!("mongodb://{backend}/")).unwrap();
+            settings.analysis.enabled = analysis;
+            settings.discover_partition_keys = false;
+            let proxy = Proxy::start(settings).await.unwrap();
+            let client = TcpStream::connect(proxy.local_addr()).await.unwrap();
+            client.set_nodelay(true).unwrap();
+            (proxy, client)
+        });
+        let ping = op_msg::encode(
+            1,
+            0,
+            0,
+            rawdoc! {"ping": 1i32, "$db": "admin"}.as_bytes(),
+            &[],
         );
+        let mut buf = vec![0u8; 64 * 1024];
+        bencher.bench_local(|| {
+            rt.block_on(async {
+                client.write_all(&ping).await.unwrap();
+                read_message(&mut client, &mut buf).await
+            })
+        });
     }
 }

@@ -6,6 +6,7 @@
 //! Sensitive commands (authentication, user management) are recognised by
 //! name and never looked into.
 
+use crate::wire::bson_walk::Element;
 use crate::wire::{Message, OpMsg};
 use bson::{RawArray, RawBsonRef, RawDocument};
 
@@ -99,7 +100,29 @@ pub struct Command<'a> {
     pub body: &'a RawDocument,
     /// Kind-1 sections: (identifier, concatenated documents).
     sequences: Vec<(&'a str, &'a [u8])>,
+    /// The body's top-level fields, in order (empty for sensitive commands).
+    fields: Vec<Element<'a>>,
 }
+
+/// The value of an element walked by `bson_walk`, for the types commands
+/// use (`None` sends the caller to bson's own decoder, which arrays need:
+/// bson has no public constructor for a borrowed array).
+fn raw_ref<'a>(e: &Element<'a>) -> Option<RawBsonRef<'a>> {
+    let v = e.value;
+    Some(match e.element_type {
+        0x01 => RawBsonRef::Double(f64::from_le_bytes(v.get(..8)?.try_into().ok()?)),
+        0x02 => RawBsonRef::String(e.as_str()?),
+        0x03 => RawBsonRef::Document(RawDocument::from_bytes(v).ok()?),
+        0x08 => RawBsonRef::Boolean(*v.first()? != 0),
+        0x0A => RawBsonRef::Null,
+        0x10 => RawBsonRef::Int32(i32::from_le_bytes(v.get(..4)?.try_into().ok()?)),
+        0x12 => RawBsonRef::Int64(i64::from_le_bytes(v.get(..8)?.try_into().ok()?)),
+        _ => return None,
+    })
+}
+
+/// Top-level fields indexed per command; a command body has a dozen.
+const MAX_FIELDS: usize = 64;
 
 /// A write inside an `update` command (one element of `updates`).
 #[derive(Clone, Copy, Debug)]
@@ -132,25 +155,68 @@ impl<'a> Command<'a> {
         let (doc, db, sequences) = match message {
             Message::Msg(msg) => {
                 let body = RawDocument::from_bytes(msg.body).ok()?;
-                let db = body.get_str("$db").unwrap_or("");
-                (body, db, sequences_of(msg))
+                (body, None, sequences_of(msg))
             }
             Message::Query(q) if q.is_command() => {
                 let body = RawDocument::from_bytes(q.command()).ok()?;
                 let name = std::str::from_utf8(q.full_collection_name).ok()?;
-                (body, name.strip_suffix(".$cmd").unwrap_or(name), Vec::new())
+                (
+                    body,
+                    Some(name.strip_suffix(".$cmd").unwrap_or(name)),
+                    Vec::new(),
+                )
             }
             _ => return None,
         };
-        let (name, _) = doc.iter().next()?.ok()?;
-        let name = name.as_str();
+        // One pass over the top level, so each accessor is a short search
+        // instead of a walk of the body.
+        let mut fields: Vec<Element<'a>> = crate::wire::bson_walk::elements(doc.as_bytes())
+            .map_while(Result::ok)
+            .take(MAX_FIELDS)
+            .collect();
+        let name = std::str::from_utf8(fields.first()?.key).ok()?;
+        let kind = Kind::of(name);
+        let db = db.unwrap_or_else(|| {
+            fields
+                .iter()
+                .find(|e| e.key == b"$db")
+                .and_then(Element::as_str)
+                .unwrap_or("")
+        });
+        if kind == Kind::Sensitive {
+            // Never looked into.
+            fields.clear();
+        }
         Some(Command {
             name,
-            kind: Kind::of(name),
+            kind,
             db,
             body: doc,
             sequences,
+            fields,
         })
+    }
+
+    /// A top-level field of the command.
+    pub fn get(&self, key: &str) -> Option<RawBsonRef<'a>> {
+        let element = self.fields.iter().find(|e| e.key == key.as_bytes())?;
+        raw_ref(element).or_else(|| self.body.get(key).ok().flatten())
+    }
+
+    pub fn get_str(&self, key: &str) -> Option<&'a str> {
+        self.get(key).and_then(RawBsonRef::as_str)
+    }
+
+    pub fn get_document(&self, key: &str) -> Option<&'a RawDocument> {
+        self.get(key).and_then(RawBsonRef::as_document)
+    }
+
+    pub fn get_array(&self, key: &str) -> Option<&'a RawArray> {
+        self.get(key).and_then(RawBsonRef::as_array)
+    }
+
+    pub fn get_bool(&self, key: &str) -> Option<bool> {
+        self.get(key).and_then(RawBsonRef::as_bool)
     }
 
     /// The collection the command is on (the string value of its first key),
@@ -160,21 +226,21 @@ impl<'a> Command<'a> {
             return None;
         }
         match self.kind {
-            Kind::GetMore => self.body.get_str("collection").ok(),
+            Kind::GetMore => self.get_str("collection"),
             Kind::ShardCollection => {
-                let full = self.body.get_str(self.name).ok()?;
+                let full = self.get_str(self.name)?;
                 full.split_once('.').map(|(_, c)| c)
             }
-            Kind::CustomAction => self.body.get_str("collection").ok(),
+            Kind::CustomAction => self.get_str("collection"),
             Kind::Explain => None,
-            _ => self.body.get_str(self.name).ok(),
+            _ => self.get_str(self.name),
         }
     }
 
     /// `db.collection`, when the command names a collection.
     pub fn namespace(&self) -> Option<String> {
         if self.kind == Kind::ShardCollection {
-            return self.body.get_str(self.name).ok().map(str::to_string);
+            return self.get_str(self.name).map(str::to_string);
         }
         self.collection().map(|c| format!("{}.{}", self.db, c))
     }
@@ -183,7 +249,7 @@ impl<'a> Command<'a> {
         if self.kind == Kind::Sensitive {
             return None;
         }
-        self.body.get_document(key).ok()
+        self.get_document(key)
     }
 
     /// The query filter of find, count, distinct, findAndModify (`query`).
@@ -214,11 +280,11 @@ impl<'a> Command<'a> {
         if self.kind == Kind::Sensitive {
             return None;
         }
-        self.body.get("hint").ok().flatten()
+        self.get("hint")
     }
 
     pub fn limit(&self) -> Option<i64> {
-        let v = self.body.get("limit").ok().flatten()?;
+        let v = self.get("limit")?;
         number(v)
     }
 
@@ -227,7 +293,7 @@ impl<'a> Command<'a> {
         if self.kind == Kind::Sensitive {
             return None;
         }
-        self.body.get_str("comment").ok()
+        self.get_str("comment")
     }
 
     /// The logical session id's UUID bytes, when the command has one.
@@ -242,7 +308,7 @@ impl<'a> Command<'a> {
     /// The stages of an aggregate.
     pub fn pipeline(&self) -> Option<&'a RawArray> {
         match self.kind {
-            Kind::Aggregate => self.body.get_array("pipeline").ok(),
+            Kind::Aggregate => self.get_array("pipeline"),
             _ => None,
         }
     }
@@ -289,10 +355,10 @@ impl<'a> Command<'a> {
                 .map(update_spec)
                 .collect(),
             Kind::FindAndModify => {
-                if self.body.get_bool("remove").unwrap_or(false) {
+                if self.get_bool("remove").unwrap_or(false) {
                     return Vec::new();
                 }
-                let (update, pipeline) = match self.body.get("update").ok().flatten() {
+                let (update, pipeline) = match self.get("update") {
                     Some(RawBsonRef::Document(d)) => (Some(d), None),
                     Some(RawBsonRef::Array(a)) => (None, Some(a)),
                     _ => (None, None),
@@ -301,9 +367,9 @@ impl<'a> Command<'a> {
                     filter: self.doc("query"),
                     update,
                     pipeline,
-                    upsert: self.body.get_bool("upsert").unwrap_or(false),
+                    upsert: self.get_bool("upsert").unwrap_or(false),
                     multi: false,
-                    array_filters: self.body.get_array("arrayFilters").ok(),
+                    array_filters: self.get_array("arrayFilters"),
                 }]
             }
             _ => Vec::new(),
@@ -328,7 +394,7 @@ impl<'a> Command<'a> {
     /// The cursor id of a getMore.
     pub fn cursor_id(&self) -> Option<i64> {
         match self.kind {
-            Kind::GetMore => number(self.body.get(self.name).ok().flatten()?),
+            Kind::GetMore => number(self.get(self.name)?),
             _ => None,
         }
     }
@@ -365,11 +431,11 @@ impl<'a> Command<'a> {
                     .collect(),
             ),
             Kind::CustomAction => {
-                let action = self.body.get_str(self.name).ok()?;
+                let action = self.get_str(self.name)?;
                 if action != "CreateCollection" && action != "UpdateCollection" {
                     return None;
                 }
-                Some(vec![self.body.get_str("shardKey").ok()?.to_string()])
+                Some(vec![self.get_str("shardKey")?.to_string()])
             }
             _ => None,
         }
@@ -393,13 +459,13 @@ impl<'a> Command<'a> {
         if self.kind == Kind::Sensitive {
             return Vec::new();
         }
-        let mut out: Vec<&'a RawDocument> = match self.body.get_array(key) {
-            Ok(array) => array
+        let mut out: Vec<&'a RawDocument> = match self.get_array(key) {
+            Some(array) => array
                 .into_iter()
                 .flatten()
                 .filter_map(RawBsonRef::as_document)
                 .collect(),
-            Err(_) => Vec::new(),
+            None => Vec::new(),
         };
         for (identifier, bytes) in &self.sequences {
             if *identifier == key {
@@ -590,7 +656,7 @@ mod tests {
         with_command(fixture!("pymongo-insert"), |c| {
             assert_eq!(c.kind, Kind::Insert);
             assert!(
-                c.body.get_array("documents").is_err(),
+                c.get_array("documents").is_none(),
                 "documents travel in a kind-1 section"
             );
             assert_eq!(c.documents().len(), 30);

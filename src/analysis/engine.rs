@@ -10,7 +10,7 @@ use super::command::{Command, Kind, Reply};
 use super::partition::{self, PartitionKeys, Partitioning};
 use super::patterns::{Invocation, NamedBy, PatternTable};
 use super::shape::{self, Shape};
-use super::state::{Caps, Lru, Namespaces};
+use super::state::{Caps, Doc, Lru, Namespaces};
 use crate::rules::{
     self, CompletedOp, DocSource, FindingEvent, FindingStore, FollowUp, OpView, Rule, RuleContext,
     RuleSettings,
@@ -326,13 +326,15 @@ impl Engine {
             }
             // Only documents as stored count as the collection's documents
             // (not $group / $project / $lookup output).
-            let stored: &[&bson::RawDocument] =
-                if cmd.as_ref().is_some_and(|c| c.returns_stored_documents()) {
-                    &docs
-                } else {
-                    &[]
-                };
-            for doc in stored {
+            let stored: Vec<Doc<'_>> = if cmd.as_ref().is_some_and(|c| c.returns_stored_documents())
+            {
+                docs.iter()
+                    .map(|d| Doc::new(d, &k.namespaces.caps))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            for doc in &stored {
                 k.namespaces.observe_document(&origin.namespace, doc);
             }
             match &cmd {
@@ -353,7 +355,7 @@ impl Engine {
                         matched: reply.as_ref().and_then(|r| r.n()),
                     };
                     k.with_rules(|rule, cx| {
-                        for doc in stored {
+                        for doc in &stored {
                             rule.on_document(&view, doc, DocSource::Returned, cx);
                         }
                         rule.on_operation(&done, cx);
@@ -604,12 +606,17 @@ fn data_namespace(cmd: &Command<'_>) -> Option<String> {
 /// request and document hooks.
 fn observe_writes(k: &mut Knowledge, view: &OpView<'_>) -> Vec<FindingEvent> {
     let (cmd, namespace) = (view.cmd, view.namespace);
-    let inserted = cmd.documents();
+    let caps = &k.namespaces.caps;
+    let inserted: Vec<Doc<'_>> = cmd
+        .documents()
+        .into_iter()
+        .map(|d| Doc::new(d, caps))
+        .collect();
     let updates = cmd.updates();
     let mut replaced = Vec::new();
     for doc in &inserted {
         k.namespaces.observe_document(namespace, doc);
-        k.namespaces.observe_inserted_id(namespace, doc);
+        k.namespaces.observe_inserted_id(namespace, doc.raw);
     }
     for u in &updates {
         match u.update {
@@ -617,7 +624,8 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>) -> Vec<FindingEvent> {
                 k.namespaces.observe_update(namespace, u.filter, doc)
             }
             Some(doc) => {
-                k.namespaces.observe_document(namespace, doc);
+                let doc = Doc::new(doc, &k.namespaces.caps);
+                k.namespaces.observe_document(namespace, &doc);
                 replaced.push(doc);
             }
             None => {}

@@ -37,7 +37,15 @@ impl Shape {
 
 /// FNV-1a, 64-bit: tiny, fast on short strings, and the same everywhere.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a_continue(FNV1A_START, bytes)
+}
+
+/// FNV-1a's starting value.
+pub const FNV1A_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a over more bytes: `fnv1a_continue(fnv1a(a), b) == fnv1a(a ++ b)`,
+/// so a hash can be built piece by piece without joining the pieces.
+pub fn fnv1a_continue(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= *b as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
@@ -61,7 +69,7 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
     match cmd.kind {
         Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => {
             if cmd.kind == Kind::Distinct {
-                if let Ok(key) = cmd.body.get_str("key") {
+                if let Some(key) = cmd.get_str("key") {
                     let _ = write!(s, " key {key}");
                 }
             }
@@ -81,11 +89,11 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
             if cmd.limit().is_some() {
                 s.push_str(" limit");
             }
-            if cmd.body.get("skip").ok().flatten().is_some() {
+            if cmd.get("skip").is_some() {
                 s.push_str(" skip");
             }
             if cmd.kind == Kind::FindAndModify {
-                if cmd.body.get_bool("remove").unwrap_or(false) {
+                if cmd.get_bool("remove").unwrap_or(false) {
                     s.push_str(" remove");
                 }
                 for u in cmd.updates() {

@@ -5,7 +5,8 @@
 //! documents remembered per namespace are bounded and the least recently
 //! used entries are evicted, so memory stays flat however long it runs.
 
-use super::shape::fnv1a;
+use super::shape::{fnv1a, fnv1a_continue, FNV1A_START};
+use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -278,34 +279,33 @@ impl Namespaces {
         self.ids.get(&value_hash(value)).map(String::as_str)
     }
 
-    pub fn observe_document(&mut self, namespace: &str, doc: &RawDocument) {
-        let caps = self.caps.clone();
+    pub fn observe_document(&mut self, namespace: &str, doc: &Doc<'_>) {
         let state = self.state(namespace);
-        state.doc_sizes.record(doc.as_bytes().len() as u64);
+        state.doc_sizes.record(doc.raw.as_bytes().len() as u64);
         state.documents_seen += 1;
-        record_field_set(state, doc);
-        let lengths = array_lengths(doc, &caps);
-        for (path, len) in &lengths {
+        record_field_set(state, doc.raw);
+        for array in &doc.arrays {
             state
                 .arrays
-                .get_or_insert_with(path, ArrayStats::default)
+                .get_or_insert_with(&array.path, ArrayStats::default)
                 .lengths
-                .record(*len as u64);
+                .record(array.len as u64);
         }
         // Growth: compare with what this document's arrays were last time.
-        let Some(id) = doc.get("_id").ok().flatten() else {
+        let Some(id) = doc.raw.get("_id").ok().flatten() else {
             return;
         };
-        let id = fnv1a(&raw_value_bytes(id));
-        let now: Vec<(u64, u32)> = lengths
+        let id = value_hash(id);
+        let now: Vec<(u64, u32)> = doc
+            .arrays
             .iter()
-            .filter(|(p, _)| !p.contains('$'))
+            .filter(|a| !a.path.contains('$'))
             .take(16)
-            .map(|(p, l)| (fnv1a(p.as_bytes()), *l))
+            .map(|a| (fnv1a(a.path.as_bytes()), a.len))
             .collect();
         let previous = state.documents.get(&id).cloned();
         if let Some(previous) = previous {
-            for (path, len) in &lengths {
+            for ArrayInDoc { path, len, .. } in &doc.arrays {
                 let h = fnv1a(path.as_bytes());
                 if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
                     if len > before {
@@ -351,11 +351,11 @@ impl Namespaces {
 }
 
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
-    let mut fields: Vec<String> = Vec::new();
+    let mut fields: Vec<&str> = Vec::new();
     let mut all_scalar = true;
-    let mut values: Vec<(String, u64)> = Vec::new();
+    let mut values: Vec<(&str, u64)> = Vec::new();
     for (k, v) in doc.iter().flatten().take(64) {
-        fields.push(k.as_str().to_string());
+        fields.push(k.as_str());
         if k.as_str() != "_id" && matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)) {
             all_scalar = false;
         }
@@ -363,14 +363,19 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
             v,
             RawBsonRef::String(_) | RawBsonRef::Int32(_) | RawBsonRef::Boolean(_)
         ) {
-            values.push((k.as_str().to_string(), value_hash(v)));
+            values.push((k.as_str(), value_hash(v)));
         }
     }
-    let mut sorted = fields.clone();
-    sorted.sort();
-    let key = fnv1a(sorted.join("\u{0}").as_bytes());
+    fields.sort_unstable();
+    let mut key = FNV1A_START;
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            key = fnv1a_continue(key, &[0]);
+        }
+        key = fnv1a_continue(key, field.as_bytes());
+    }
     let set = state.field_sets.get_or_insert_with(&key, || FieldSet {
-        fields: sorted,
+        fields: fields.iter().map(|f| f.to_string()).collect(),
         count: 0,
         all_scalar: true,
         values: Vec::new(),
@@ -384,33 +389,28 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
                     hashes.push(hash);
                 }
             }
-            None => set.values.push((field, vec![hash])),
+            None => set.values.push((field.to_string(), vec![hash])),
         }
     }
 }
 
 /// A hash of a value for equality tests inside wirelint (values are never
 /// kept or shown, only compared).
+/// Hashes the value's own encoding (type tag + bytes), piece by piece.
 pub fn value_hash(v: RawBsonRef<'_>) -> u64 {
-    fnv1a(&raw_value_bytes(v))
-}
-
-fn raw_value_bytes(v: RawBsonRef<'_>) -> Vec<u8> {
-    // Hash the value's own encoding (type tag + bytes); only equality matters.
-    let mut out = vec![v.element_type() as u8];
+    let h = fnv1a_continue(FNV1A_START, &[v.element_type() as u8]);
     match v {
-        RawBsonRef::String(s) => out.extend_from_slice(s.as_bytes()),
-        RawBsonRef::ObjectId(o) => out.extend_from_slice(&o.bytes()),
-        RawBsonRef::Int32(i) => out.extend_from_slice(&i.to_le_bytes()),
-        RawBsonRef::Int64(i) => out.extend_from_slice(&i.to_le_bytes()),
-        RawBsonRef::Double(d) => out.extend_from_slice(&d.to_le_bytes()),
-        RawBsonRef::Binary(b) => out.extend_from_slice(b.bytes),
-        RawBsonRef::Document(d) => out.extend_from_slice(d.as_bytes()),
-        RawBsonRef::Array(a) => out.extend_from_slice(a.as_bytes()),
-        RawBsonRef::DateTime(d) => out.extend_from_slice(&d.timestamp_millis().to_le_bytes()),
-        other => out.extend_from_slice(format!("{other:?}").as_bytes()),
+        RawBsonRef::String(s) => fnv1a_continue(h, s.as_bytes()),
+        RawBsonRef::ObjectId(o) => fnv1a_continue(h, &o.bytes()),
+        RawBsonRef::Int32(i) => fnv1a_continue(h, &i.to_le_bytes()),
+        RawBsonRef::Int64(i) => fnv1a_continue(h, &i.to_le_bytes()),
+        RawBsonRef::Double(d) => fnv1a_continue(h, &d.to_le_bytes()),
+        RawBsonRef::Binary(b) => fnv1a_continue(h, b.bytes),
+        RawBsonRef::Document(d) => fnv1a_continue(h, d.as_bytes()),
+        RawBsonRef::Array(a) => fnv1a_continue(h, a.as_bytes()),
+        RawBsonRef::DateTime(d) => fnv1a_continue(h, &d.timestamp_millis().to_le_bytes()),
+        other => fnv1a_continue(h, format!("{other:?}").as_bytes()),
     }
-    out
 }
 
 /// One array in a document: its folded path, length and encoded size.
@@ -424,16 +424,24 @@ pub struct ArrayInDoc {
 /// Every array in `doc`, elements folded as `path.$`.
 pub fn arrays_in(doc: &RawDocument, caps: &Caps) -> Vec<ArrayInDoc> {
     let mut found = Vec::new();
-    walk_arrays(doc, "", 0, caps, &mut found);
+    walk_arrays(doc.as_bytes(), &mut String::new(), 0, caps, &mut found);
     found
 }
 
-/// (path, length) of every array in `doc`, elements folded as `path.$`.
-pub fn array_lengths(doc: &RawDocument, caps: &Caps) -> Vec<(String, u32)> {
-    arrays_in(doc, caps)
-        .into_iter()
-        .map(|a| (a.path, a.len))
-        .collect()
+/// A document the analysis saw, walked once: its arrays are found here and
+/// shared by the namespace state and every rule.
+pub struct Doc<'a> {
+    pub raw: &'a RawDocument,
+    pub arrays: Vec<ArrayInDoc>,
+}
+
+impl<'a> Doc<'a> {
+    pub fn new(raw: &'a RawDocument, caps: &Caps) -> Doc<'a> {
+        Doc {
+            raw,
+            arrays: arrays_in(raw, caps),
+        }
+    }
 }
 
 /// `{$each: [...], $slice: N}`: a push that keeps the array bounded.
@@ -493,9 +501,12 @@ pub fn fold_path(path: &str) -> String {
 }
 
 /// Collects (path, length) for every array, elements folded as `path.$`.
+/// `path` is the prefix so far; it is restored before returning. Walks the
+/// raw bytes (no UTF-8 or value decoding) and builds a path only for
+/// documents and arrays.
 fn walk_arrays(
-    doc: &RawDocument,
-    prefix: &str,
+    doc: &[u8],
+    path: &mut String,
     depth: usize,
     caps: &Caps,
     out: &mut Vec<ArrayInDoc>,
@@ -503,33 +514,36 @@ fn walk_arrays(
     if depth >= caps.depth || out.len() >= caps.paths_per_namespace {
         return;
     }
-    for (key, value) in doc.iter().flatten() {
-        let path = if prefix.is_empty() {
-            key.as_str().to_string()
-        } else {
-            format!("{prefix}.{}", key.as_str())
-        };
-        match value {
-            RawBsonRef::Document(sub) => walk_arrays(sub, &path, depth + 1, caps, out),
-            RawBsonRef::Array(array) => {
-                let mut len = 0u32;
-                let element_path = format!("{path}.$");
-                for (i, element) in array.into_iter().flatten().enumerate() {
-                    len += 1;
-                    if i < caps.elements_sampled {
-                        if let RawBsonRef::Document(sub) = element {
-                            walk_arrays(sub, &element_path, depth + 1, caps, out);
-                        }
-                    }
-                }
-                out.push(ArrayInDoc {
-                    path,
-                    len,
-                    bytes: array.as_bytes().len(),
-                });
-            }
-            _ => {}
+    for element in bson_walk::elements(doc) {
+        let Ok(element) = element else { return };
+        if !matches!(element.element_type, 0x03 | 0x04) {
+            continue;
         }
+        let mark = path.len();
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(&String::from_utf8_lossy(element.key));
+        if element.element_type == 0x03 {
+            walk_arrays(element.value, path, depth + 1, caps, out);
+        } else {
+            let array_path = path.clone();
+            path.push_str(".$");
+            let mut len = 0u32;
+            for item in bson_walk::elements(element.value) {
+                let Ok(item) = item else { break };
+                if item.element_type == 0x03 && (len as usize) < caps.elements_sampled {
+                    walk_arrays(item.value, path, depth + 1, caps, out);
+                }
+                len += 1;
+            }
+            out.push(ArrayInDoc {
+                path: array_path,
+                len,
+                bytes: element.value.len(),
+            });
+        }
+        path.truncate(mark);
     }
 }
 
@@ -585,8 +599,9 @@ mod tests {
             )
             .unwrap()
         };
-        ns.observe_document("blog.posts", &doc(3));
-        ns.observe_document("blog.posts", &doc(5));
+        let caps = Caps::default();
+        ns.observe_document("blog.posts", &Doc::new(&doc(3), &caps));
+        ns.observe_document("blog.posts", &Doc::new(&doc(5), &caps));
         let state = ns.get("blog.posts").unwrap();
         let comments = state.arrays.get(&"comments".to_string()).unwrap();
         assert_eq!(comments.lengths.max, 5);

@@ -23,7 +23,7 @@ mod wl505_missing_type_discriminator;
 
 use crate::analysis::command::Command;
 use crate::analysis::shape::Shape;
-use crate::analysis::state::Namespaces;
+use crate::analysis::state::{Doc, Namespaces};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
@@ -146,7 +146,7 @@ pub trait Rule: Send {
     fn on_document(
         &mut self,
         _op: &OpView<'_>,
-        _doc: &bson::RawDocument,
+        _doc: &Doc<'_>,
         _source: DocSource,
         _cx: &mut RuleContext<'_>,
     ) {
@@ -193,7 +193,8 @@ pub struct RuleOverrides {
 #[derive(Clone, Debug, Default)]
 pub struct RuleSettings {
     pub rules: HashMap<String, RuleOverrides>,
-    pub per_namespace: HashMap<(String, String), RuleOverrides>,
+    /// By namespace, then rule id (looked up without allocating).
+    pub per_namespace: HashMap<String, HashMap<String, RuleOverrides>>,
 }
 
 impl RuleSettings {
@@ -202,34 +203,33 @@ impl RuleSettings {
     }
 
     pub fn enabled_for(&self, id: &str, namespace: &str) -> bool {
-        self.per_namespace
-            .get(&(namespace.to_string(), id.to_string()))
+        self.for_namespace(namespace, id)
             .and_then(|o| o.enabled)
             .unwrap_or_else(|| self.enabled(id))
     }
 
+    fn for_namespace(&self, namespace: &str, id: &str) -> Option<&RuleOverrides> {
+        self.per_namespace.get(namespace)?.get(id)
+    }
+
     pub fn threshold(&self, meta: &RuleMeta, namespace: &str, name: &str) -> f64 {
         let pick = |o: Option<&RuleOverrides>| o.and_then(|o| o.thresholds.get(name).copied());
-        pick(
-            self.per_namespace
-                .get(&(namespace.to_string(), meta.id.to_string())),
-        )
-        .or_else(|| pick(self.rules.get(meta.id)))
-        .or_else(|| {
-            meta.thresholds
-                .iter()
-                .find(|t| t.name == name)
-                .map(|t| t.default)
-        })
-        .unwrap_or(f64::INFINITY)
+        pick(self.for_namespace(namespace, meta.id))
+            .or_else(|| pick(self.rules.get(meta.id)))
+            .or_else(|| {
+                meta.thresholds
+                    .iter()
+                    .find(|t| t.name == name)
+                    .map(|t| t.default)
+            })
+            .unwrap_or(f64::INFINITY)
     }
 
     /// The severity to report, given what the rule judged: a configured
     /// severity replaces the rule's default one.
     pub fn severity(&self, meta: &RuleMeta, namespace: &str, judged: Severity) -> Severity {
         let configured = self
-            .per_namespace
-            .get(&(namespace.to_string(), meta.id.to_string()))
+            .for_namespace(namespace, meta.id)
             .and_then(|o| o.severity)
             .or_else(|| self.rules.get(meta.id).and_then(|o| o.severity));
         match configured {
@@ -510,10 +510,11 @@ pub fn settings_from_config(
     for (namespace, collection) in &config.collections {
         for (id, section) in &collection.rules {
             let prefix = format!("collections.\"{namespace}\".rules.");
-            settings.per_namespace.insert(
-                (namespace.clone(), id.clone()),
-                convert(&prefix, id, section)?,
-            );
+            settings
+                .per_namespace
+                .entry(namespace.clone())
+                .or_default()
+                .insert(id.clone(), convert(&prefix, id, section)?);
         }
     }
     Ok(settings)

@@ -4,7 +4,7 @@
 //! path, array elements folded as `path.$`.
 
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
-use crate::analysis::state::array_lengths;
+use crate::analysis::state::Doc;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -34,13 +34,13 @@ impl Rule for LargeArray {
     fn on_document(
         &mut self,
         op: &OpView<'_>,
-        doc: &bson::RawDocument,
+        doc: &Doc<'_>,
         source: DocSource,
         cx: &mut RuleContext<'_>,
     ) {
         let warn = cx.threshold(&META, op.namespace, "warn");
-        let caps = cx.namespaces.caps.clone();
-        for (path, len) in array_lengths(doc, &caps) {
+        for array in &doc.arrays {
+            let (path, len) = (&array.path, array.len);
             if (len as f64) < warn {
                 continue;
             }

@@ -4,6 +4,7 @@
 //! replacements and reads alike.
 
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::state::Doc;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -35,11 +36,11 @@ impl Rule for LargeDocument {
     fn on_document(
         &mut self,
         op: &OpView<'_>,
-        doc: &bson::RawDocument,
+        doc: &Doc<'_>,
         source: DocSource,
         cx: &mut RuleContext<'_>,
     ) {
-        let size = doc.as_bytes().len() as u64;
+        let size = doc.raw.as_bytes().len() as u64;
         let warn = cx.threshold(&META, op.namespace, "warn");
         if (size as f64) < warn {
             return;
@@ -62,7 +63,7 @@ impl Rule for LargeDocument {
         evidence.insert("seen_when".into(), json!(source.as_str()));
         if cx.show_values {
             // Only with --show-values: the id of one such document.
-            if let Some(id) = doc.get("_id").ok().flatten() {
+            if let Some(id) = doc.raw.get("_id").ok().flatten() {
                 if let Ok(id) = bson::Bson::try_from(id) {
                     evidence.insert("example_id".into(), json!(id.to_string()));
                 }

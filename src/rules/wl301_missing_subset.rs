@@ -12,7 +12,7 @@
 
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::{number, Kind};
-use crate::analysis::state::{arrays_in, fold_path};
+use crate::analysis::state::{fold_path, Doc};
 use bson::RawBsonRef;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -88,7 +88,7 @@ impl Rule for MissingSubset {
     fn on_document(
         &mut self,
         op: &OpView<'_>,
-        doc: &bson::RawDocument,
+        doc: &Doc<'_>,
         source: DocSource,
         cx: &mut RuleContext<'_>,
     ) {
@@ -102,8 +102,7 @@ impl Rule for MissingSubset {
         }
         let min_elements = cx.threshold(&MISSING, op.namespace, "min_elements");
         let min_bytes = cx.threshold(&MISSING, op.namespace, "min_bytes");
-        let caps = cx.namespaces.caps.clone();
-        for array in arrays_in(doc, &caps) {
+        for array in &doc.arrays {
             if (array.len as f64) < min_elements && (array.bytes as f64) < min_bytes {
                 continue;
             }
