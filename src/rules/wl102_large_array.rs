@@ -53,7 +53,7 @@ impl Rule for LargeArray {
             let stats = cx
                 .namespaces
                 .get(op.namespace)
-                .and_then(|ns| ns.arrays.get(&path))
+                .and_then(|ns| ns.arrays.get(path))
                 .map(|a| {
                     (
                         a.lengths.max,
