@@ -224,6 +224,9 @@ pub struct AnalysisSettings {
     /// Messages waiting for analysis, across all workers. When it is full,
     /// new messages are dropped (and counted), never waited for.
     pub queue_capacity: usize,
+    /// Bytes of messages waiting for analysis, at most (beyond, dropped and
+    /// counted): what bounds memory when large documents flood in.
+    pub queue_bytes: usize,
     /// Worker threads; each owns the connections hashed to it, so the
     /// messages of one connection are analysed in order.
     pub workers: usize,
@@ -244,6 +247,7 @@ impl Default for AnalysisSettings {
         AnalysisSettings {
             enabled: true,
             queue_capacity: 16_384,
+            queue_bytes: 64 << 20,
             workers: 1,
             rules: crate::rules::RuleSettings::default(),
             show_values: false,

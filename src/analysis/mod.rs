@@ -1,10 +1,14 @@
 //! The analysis side: everything that reads messages, off the hot path.
 //!
-//! Sessions hand each forwarded message (a refcounted `Bytes`, no copy) to
-//! [`AnalysisQueue::offer`], which never waits: when a worker's queue is full
-//! the message is dropped and counted. Workers are plain threads; the queue
-//! is sharded by connection, so one connection's messages are analysed in
-//! the order the client sent them. A panic while analysing one message is
+//! Sessions hand each forwarded message (a `Bytes`) to
+//! [`AnalysisQueue::offer`], which never waits and never makes a system
+//! call: it pushes onto a bounded lock-free queue, and when a worker's queue
+//! is full the message is dropped and counted. Workers are plain threads
+//! that drain their queue and, when it is empty, sleep for a millisecond
+//! instead of being woken per message (waking a thread costs the forwarding
+//! side a system call; the analysis can afford to be a millisecond late).
+//! The queue is sharded by connection, so one connection's messages are
+//! analysed in the order the client sent them. A panic while analysing one message is
 //! caught and counted; it never reaches the forwarding path.
 //!
 //! Per message a worker: decodes it (inflating OP_COMPRESSED, verifying
@@ -24,12 +28,12 @@ use crate::config::AnalysisSettings;
 use crate::stats::{AnalysisCounters, Direction, Stats};
 use crate::wire::{self, Message};
 use bytes::Bytes;
+use crossbeam_queue::ArrayQueue;
 use engine::{Engine, Knowledge};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
-use tokio::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// What a worker receives.
 pub enum Event {
@@ -47,11 +51,26 @@ pub enum Event {
     Tick,
 }
 
+/// How long an idle worker sleeps before looking at its queue again; after
+/// a second without traffic it naps longer (the queue absorbs the burst
+/// that ends a nap).
+const IDLE_POLL: Duration = Duration::from_millis(1);
+const IDLE_NAP: Duration = Duration::from_millis(10);
+const IDLE_POLLS_BEFORE_NAP: u32 = 1000;
+
+/// One worker's queue. The worker holds one reference; when it is the last
+/// one, every [`AnalysisQueue`] is gone and the worker finishes.
+type Shard = Arc<ArrayQueue<Event>>;
+
 /// The sending side; cheap to clone, one per session.
 #[derive(Clone)]
 pub struct AnalysisQueue {
-    shards: Arc<[mpsc::Sender<Event>]>,
+    shards: Arc<[Shard]>,
     stats: Arc<Stats>,
+    /// Bytes of the messages waiting, across shards, and the most allowed:
+    /// a flood of large documents is dropped, not buffered.
+    queued_bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
 }
 
 /// The worker threads; joined at shutdown so final counts are complete.
@@ -78,22 +97,25 @@ impl AnalysisQueue {
                 AnalysisQueue {
                     shards: Arc::from(Vec::new()),
                     stats,
+                    queued_bytes: Arc::default(),
+                    max_bytes: 0,
                 },
                 AnalysisWorkers(Vec::new()),
             );
         }
         let workers = settings.workers.max(1);
         let per_shard = (settings.queue_capacity / workers).max(1);
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
         let mut senders = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
-            let (tx, rx) = mpsc::channel(per_shard);
-            senders.push(tx);
-            let stats = stats.clone();
+            let shard: Shard = Arc::new(ArrayQueue::new(per_shard));
+            senders.push(shard.clone());
+            let (stats, queued) = (stats.clone(), queued_bytes.clone());
             let engine = Engine::new(knowledge.clone(), settings.live);
             let handle = std::thread::Builder::new()
                 .name(format!("wirelint-analysis-{i}"))
-                .spawn(move || worker(rx, stats, engine))
+                .spawn(move || worker(shard, stats, queued, engine))
                 .expect("spawning an analysis thread");
             handles.push(handle);
         }
@@ -101,9 +123,16 @@ impl AnalysisQueue {
             AnalysisQueue {
                 shards: Arc::from(senders),
                 stats,
+                queued_bytes,
+                max_bytes: settings.queue_bytes,
             },
             AnalysisWorkers(handles),
         )
+    }
+
+    /// Whether analysis is on (a session skips the hand-off otherwise).
+    pub fn enabled(&self) -> bool {
+        !self.shards.is_empty()
     }
 
     /// Hands a message to its connection's worker, or drops it if that
@@ -112,15 +141,24 @@ impl AnalysisQueue {
         if self.shards.is_empty() {
             return;
         }
+        let len = frame.len();
+        if self.queued_bytes.fetch_add(len, Relaxed) + len > self.max_bytes {
+            self.queued_bytes.fetch_sub(len, Relaxed);
+            self.stats.analysis_dropped.fetch_add(1, Relaxed);
+            return;
+        }
         let event = Event::Message {
             conn,
             direction,
             at,
             frame,
         };
-        match self.shard(conn).try_send(event) {
+        match self.shard(conn).push(event) {
             Ok(()) => self.stats.analysis_enqueued.fetch_add(1, Relaxed),
-            Err(_) => self.stats.analysis_dropped.fetch_add(1, Relaxed),
+            Err(_) => {
+                self.queued_bytes.fetch_sub(len, Relaxed);
+                self.stats.analysis_dropped.fetch_add(1, Relaxed)
+            }
         };
     }
 
@@ -128,26 +166,42 @@ impl AnalysisQueue {
     /// engine's state is capped either way.)
     pub fn closed(&self, conn: u64) {
         if !self.shards.is_empty() {
-            let _ = self.shard(conn).try_send(Event::Closed { conn });
+            let _ = self.shard(conn).push(Event::Closed { conn });
         }
     }
 
     /// Sends a tick to every worker.
     pub fn tick(&self) {
         for shard in self.shards.iter() {
-            let _ = shard.try_send(Event::Tick);
+            let _ = shard.push(Event::Tick);
         }
     }
 
-    fn shard(&self, conn: u64) -> &mpsc::Sender<Event> {
+    fn shard(&self, conn: u64) -> &ArrayQueue<Event> {
         &self.shards[(conn % self.shards.len() as u64) as usize]
     }
 }
 
-fn worker(mut rx: mpsc::Receiver<Event>, stats: Arc<Stats>, mut engine: Engine) {
-    while let Some(event) = rx.blocking_recv() {
-        if matches!(event, Event::Message { .. }) {
+fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut engine: Engine) {
+    let mut idle_polls = 0u32;
+    loop {
+        let Some(event) = shard.pop() else {
+            // Once the count is 1 nothing can be pushed any more.
+            if Arc::strong_count(&shard) == 1 && shard.is_empty() {
+                break;
+            }
+            idle_polls = idle_polls.saturating_add(1);
+            std::thread::sleep(if idle_polls > IDLE_POLLS_BEFORE_NAP {
+                IDLE_NAP
+            } else {
+                IDLE_POLL
+            });
+            continue;
+        };
+        idle_polls = 0;
+        if let Event::Message { frame, .. } = &event {
             stats.analysis_processed.fetch_add(1, Relaxed);
+            queued_bytes.fetch_sub(frame.len(), Relaxed);
         }
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match event {
             Event::Message {

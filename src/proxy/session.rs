@@ -29,6 +29,8 @@ const READ_CHUNK: usize = 16 * 1024;
 /// A message announced larger than this is buffered in steps of this size,
 /// so memory follows the bytes actually received, not the bytes announced.
 const MAX_READ_STEP: usize = 1024 * 1024;
+/// Messages up to this size are copied for analysis (see `account`).
+const COPY_FOR_ANALYSIS: usize = 4096;
 
 /// State the two loops share.
 struct Shared {
@@ -370,8 +372,16 @@ fn account(
             Direction::Reply if !more_to_come(message) => in_flight_delta -= 1,
             _ => {}
         }
-        ctx.analysis
-            .offer(conn, direction, at, chunk.slice(start..start + len));
+        if ctx.analysis.enabled() {
+            // A small message is copied, so the read buffer is free to be
+            // reused at once instead of staying pinned until analysed.
+            let frame = if len <= COPY_FOR_ANALYSIS {
+                Bytes::copy_from_slice(message)
+            } else {
+                chunk.slice(start..start + len)
+            };
+            ctx.analysis.offer(conn, direction, at, frame);
+        }
     }
     ctx.stats.frames[direction.index()].fetch_add(count, Relaxed);
     ctx.stats.bytes[direction.index()].fetch_add(chunk.len() as u64, Relaxed);
