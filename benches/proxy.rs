@@ -1,24 +1,31 @@
-//! The proxy benchmark: direct vs through wirelint, in one run.
+//! The proxy benchmark: direct vs through a plain relay vs through wirelint
+//! (analysis off and on) vs mongobetween, in one run.
 //!
 //! ```sh
-//! scripts/bench.sh            # or: cargo bench --bench proxy -- [--seconds 3] [--conns 1,16,64]
+//! scripts/bench.sh    # or: cargo bench --bench proxy -- [--seconds 2] [--rounds 2]
+//!                     #   [--conns 1,16,64,256] [--ferretdb-conns 1,16,64]
+//!                     #   [--no-ferretdb] [--scale 9000]
 //! ```
 //!
-//! Targets, interleaved round by round so machine drift cancels out:
+//! Targets, interleaved round by round (A B C D A B C D …) so machine drift
+//! cancels out:
 //! - `direct`: the backend itself;
-//! - `tcp-relay`: socat relaying bytes (when installed: the floor for any hop);
+//! - `tcp-relay`: socat relaying bytes (when installed): the floor for any hop;
 //! - `wirelint-off`: the wirelint binary with `--no-analysis`;
-//! - `wirelint-on`: the wirelint binary with analysis on.
+//! - `wirelint-on`: the wirelint binary with analysis on (all rules);
+//! - `mongobetween`: when a `mongobetween` binary is on PATH or in ~/go/bin.
 //!
-//! Backends: an in-process wire responder that answers hello, ping, find
-//! and insert with prepared replies at memory speed — a benchmark fixture,
-//! never used to test correctness — so the proxy's own cost is visible; and
-//! FerretDB on SQLite when `WIRELINT_FERRETDB` or scripts/ferretdb.sh
-//! provides it (what users see: a realistic, slower backend).
+//! Backends: a wire responder (this binary re-run with `--responder`, so
+//! it is a process of its own like any database) that answers hello, ping,
+//! find, getMore and insert with prepared replies at memory speed — a
+//! benchmark fixture, never used to test correctness — so the proxy's own
+//! cost is visible; and FerretDB on SQLite (what users see).
 //!
-//! The load generator is closed-loop: N connections, each sending a request
-//! and waiting for its reply, over a fixed duration after a warm-up;
-//! latencies go into an HdrHistogram. Figures are printed, never asserted.
+//! The generator is closed-loop: N connections, each sending a request and
+//! waiting for its reply (a cursor workload follows its getMores), over a
+//! fixed duration after a warm-up; latencies go into an HdrHistogram.
+//! Proxy CPU per operation is read from /proc (all threads). Figures are
+//! printed, never asserted.
 
 use bson::rawdoc;
 use hdrhistogram::Histogram;
@@ -29,89 +36,218 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use wirelint::wire::{op_msg, Header, HEADER_LEN};
 
-/// Reads one whole message.
+/// Reads one whole message into `buf`.
 async fn read_message(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.resize(HEADER_LEN, 0);
     s.read_exact(&mut buf[..HEADER_LEN]).await?;
     let len = i32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
+    if !(HEADER_LEN..=48_000_000).contains(&len) {
+        return Err(std::io::Error::other(format!("bad message length {len}")));
+    }
     buf.resize(len, 0);
     s.read_exact(&mut buf[HEADER_LEN..]).await?;
     Ok(())
 }
 
-// ---------------------------------------------------------------------------
-// The responder (benchmark fixture).
+const KIB: usize = 1024;
+/// Documents per cursor batch, and batches per cursor (100 documents).
+const BATCH: usize = 10;
+const BATCHES: i64 = 10;
 
-fn reply_for(request: &[u8]) -> Vec<u8> {
-    let header = Header::parse(request).unwrap();
-    let name = wirelint::wire::Message::parse(request)
-        .ok()
-        .and_then(|m| wirelint::wire::command_name(&m).map(str::to_string))
-        .unwrap_or_default();
-    let body = match name.as_str() {
-        "hello" | "isMaster" | "ismaster" => rawdoc! {
+fn pad(n: usize) -> String {
+    "x".repeat(n)
+}
+
+// ---------------------------------------------------------------------------
+// The responder (benchmark fixture), run as its own process.
+
+struct Replies {
+    hello: Vec<u8>,
+    ok: Vec<u8>,
+    insert: Vec<u8>,
+    find_one: Vec<u8>,
+    big: Vec<u8>,
+    /// `cursor_first`, then `get_more[k]` answers a getMore on cursor k.
+    cursor_first: Vec<u8>,
+    get_more: Vec<Vec<u8>>,
+}
+
+fn replies() -> Replies {
+    let encode = |doc: bson::RawDocumentBuf| op_msg::encode(0, 0, 0, doc.as_bytes(), &[]);
+    let docs = |n: usize| {
+        let mut a = bson::RawArrayBuf::new();
+        for i in 0..n {
+            a.push(rawdoc! {"_id": i as i32, "pad": pad(KIB - 30)});
+        }
+        a
+    };
+    Replies {
+        hello: encode(rawdoc! {
             "isWritablePrimary": true, "maxBsonObjectSize": 16777216i32, "maxMessageSizeBytes": 48000000i32,
             "maxWriteBatchSize": 100000i32, "logicalSessionTimeoutMinutes": 30i32, "minWireVersion": 0i32,
             "maxWireVersion": 21i32, "ok": 1.0,
-        },
-        "find" => {
-            rawdoc! {"cursor": {"id": 0i64, "ns": "bench.c", "firstBatch": [{"_id": 1i32, "pad": "x".repeat(1000)}]}, "ok": 1.0}
-        }
-        "insert" => rawdoc! {"n": 1i32, "ok": 1.0},
-        _ => rawdoc! {"ok": 1.0},
-    };
-    op_msg::encode(0, header.request_id, 0, body.as_bytes(), &[])
+        }),
+        ok: encode(rawdoc! {"ok": 1.0}),
+        insert: encode(rawdoc! {"n": 1i32, "ok": 1.0}),
+        find_one: encode(
+            rawdoc! {"cursor": {"id": 0i64, "ns": "bench.c", "firstBatch": docs(1)}, "ok": 1.0},
+        ),
+        big: encode(rawdoc! {"cursor": {"id": 0i64, "ns": "bench.big", "firstBatch": [
+            {"_id": 1i32, "pad": pad(1024 * KIB)}
+        ]}, "ok": 1.0}),
+        cursor_first: encode(
+            rawdoc! {"cursor": {"id": BATCHES - 1, "ns": "bench.cursor", "firstBatch": docs(BATCH)}, "ok": 1.0},
+        ),
+        get_more: (0..BATCHES)
+            .map(|k| {
+                encode(rawdoc! {"cursor": {"id": k - 1, "ns": "bench.cursor", "nextBatch": docs(BATCH)}, "ok": 1.0})
+            })
+            .collect(),
+    }
 }
 
-async fn responder() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
+fn reply_for<'r>(replies: &'r Replies, request: &[u8]) -> &'r [u8] {
+    let Ok(message) = wirelint::wire::Message::parse(request) else {
+        return &replies.ok;
+    };
+    let body = match &message {
+        wirelint::wire::Message::Msg(m) => bson::RawDocument::from_bytes(m.body).ok(),
+        wirelint::wire::Message::Query(q) => bson::RawDocument::from_bytes(q.command()).ok(),
+        _ => None,
+    };
+    let Some((name, value)) = body.and_then(|b| b.iter().next()).and_then(Result::ok) else {
+        return &replies.ok;
+    };
+    match (name.as_str(), value) {
+        ("hello" | "isMaster" | "ismaster", _) => &replies.hello,
+        ("find", bson::RawBsonRef::String("big")) => &replies.big,
+        ("find", bson::RawBsonRef::String("cursor")) => &replies.cursor_first,
+        ("find", _) => &replies.find_one,
+        ("getMore", bson::RawBsonRef::Int64(k)) => replies
+            .get_more
+            .get(k.clamp(0, BATCHES - 1) as usize)
+            .unwrap(),
+        ("insert", _) => &replies.insert,
+        _ => &replies.ok,
+    }
+}
+
+/// `--responder`: serve on a free port, print it, run until stdin closes.
+fn run_responder() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        println!("{}", listener.local_addr().unwrap());
+        let replies: &'static Replies = Box::leak(Box::new(replies()));
+        std::thread::spawn(|| {
+            // The parent closes our stdin when it is done (or dies).
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+            std::process::exit(0);
+        });
         while let Ok((mut s, _)) = listener.accept().await {
             let _ = s.set_nodelay(true);
             tokio::spawn(async move {
                 let mut buf = Vec::with_capacity(4096);
+                let mut out = Vec::with_capacity(4096);
                 while read_message(&mut s, &mut buf).await.is_ok() {
-                    if s.write_all(&reply_for(&buf)).await.is_err() {
+                    let request_id = Header::parse(&buf).unwrap().request_id;
+                    out.clear();
+                    out.extend_from_slice(reply_for(replies, &buf));
+                    out[8..12].copy_from_slice(&request_id.to_le_bytes());
+                    if s.write_all(&out).await.is_err() {
                         break;
                     }
                 }
             });
         }
     });
-    addr
 }
 
 // ---------------------------------------------------------------------------
-// Targets.
+// Processes: backends and targets.
 
-struct Wirelint(Child, SocketAddr);
+/// A child process, killed when dropped.
+struct Proc(Child, SocketAddr);
 
-impl Drop for Wirelint {
+impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
 
-fn wirelint(upstream: SocketAddr, analysis: bool) -> Wirelint {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+impl Proc {
+    /// CPU time of every thread, from /proc (Linux).
+    fn cpu(&self) -> Option<Duration> {
+        let mut total = 0u64;
+        for task in std::fs::read_dir(format!("/proc/{}/task", self.0.id())).ok()? {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+            total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+        Some(Duration::from_nanos(total))
+    }
+
+    /// Resident memory (VmRSS), bytes.
+    fn rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+        .port()
+}
+
+fn wait_listening(addr: SocketAddr, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while std::net::TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+fn responder() -> Proc {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .arg("--responder")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    Proc(child, line.trim().parse().unwrap())
+}
+
+fn wirelint(upstream: SocketAddr, analysis: bool) -> Proc {
+    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let bin = std::env::var("WIRELINT_BIN")
         .unwrap_or_else(|_| format!("{}/target/release/wirelint", env!("CARGO_MANIFEST_DIR")));
     let mut cmd = Command::new(&bin);
     cmd.args([
         "proxy",
         "--listen",
-        &listen,
+        &listen.to_string(),
         "--upstream",
         &format!("mongodb://{upstream}/"),
         "--summary-interval",
         "off",
+        "--max-connections",
+        "20000",
     ])
     .env("RUST_LOG", "wirelint=warn")
     .stdout(Stdio::null())
@@ -122,26 +258,19 @@ fn wirelint(upstream: SocketAddr, analysis: bool) -> Wirelint {
     let child = cmd.spawn().unwrap_or_else(|e| {
         panic!("cannot start {bin} (build it with cargo build --release): {e}")
     });
-    let addr: SocketAddr = listen.parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "wirelint did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Wirelint(child, addr)
+    assert!(
+        wait_listening(listen, Duration::from_secs(10)),
+        "wirelint did not start"
+    );
+    Proc(child, listen)
 }
 
-/// A plain TCP relay (socat from Debian, when installed): the floor for any
-/// proxy hop.
-fn relay(upstream: SocketAddr) -> Option<Wirelint> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
+/// socat from Debian (scripts/bench.sh installs it when it can).
+fn relay(upstream: SocketAddr) -> Option<Proc> {
+    let port = free_port();
     let child = Command::new("socat")
         .arg(format!(
-            "TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay"
+            "TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay,backlog=1024"
         ))
         .arg(format!("TCP:{upstream},nodelay"))
         .stdout(Stdio::null())
@@ -149,111 +278,40 @@ fn relay(upstream: SocketAddr) -> Option<Wirelint> {
         .spawn()
         .ok()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::net::TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(Wirelint(child, addr))
+    wait_listening(addr, Duration::from_secs(5)).then_some(Proc(child, addr))
 }
 
-// ---------------------------------------------------------------------------
-// Load.
-
-#[derive(Clone, Copy)]
-enum Workload {
-    Ping,
-    FindOne,
-    Insert1KiB,
+/// mongobetween (github.com/coinbase/mongobetween), when installed.
+fn mongobetween(upstream: SocketAddr) -> Option<Proc> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let bin = [
+        "mongobetween".to_string(),
+        format!("{home}/go/bin/mongobetween"),
+    ]
+    .into_iter()
+    .find(|b| {
+        Command::new(b)
+            .arg("-h")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    })?;
+    let port = free_port();
+    let child = Command::new(bin)
+        .args(["-network", "tcp", "-loglevel", "error"])
+        .arg(format!(
+            "127.0.0.1:{port}=mongodb://{upstream}/?directConnection=true"
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    wait_listening(addr, Duration::from_secs(10)).then_some(Proc(child, addr))
 }
 
-impl Workload {
-    fn name(self) -> &'static str {
-        match self {
-            Workload::Ping => "ping",
-            Workload::FindOne => "find one by _id",
-            Workload::Insert1KiB => "insert 1 KiB",
-        }
-    }
-
-    fn request(self, id: i32) -> Vec<u8> {
-        let body = match self {
-            Workload::Ping => rawdoc! {"ping": 1i32, "$db": "admin"},
-            Workload::FindOne => {
-                rawdoc! {"find": "c", "filter": {"_id": id}, "limit": 1i32, "singleBatch": true, "$db": "bench"}
-            }
-            Workload::Insert1KiB => {
-                rawdoc! {"insert": "c", "documents": [{"n": id, "pad": "y".repeat(1000)}], "$db": "bench"}
-            }
-        };
-        op_msg::encode(id, 0, 0, body.as_bytes(), &[])
-    }
-}
-
-struct Result {
-    ops: u64,
-    seconds: f64,
-    latency: Histogram<u64>,
-}
-
-async fn load(
-    addr: SocketAddr,
-    workload: Workload,
-    conns: usize,
-    warmup: Duration,
-    duration: Duration,
-) -> Result {
-    let start = Instant::now() + warmup;
-    let end = start + duration;
-    let mut tasks = Vec::new();
-    for c in 0..conns {
-        tasks.push(tokio::spawn(async move {
-            let mut s = TcpStream::connect(addr).await.unwrap();
-            s.set_nodelay(true).unwrap();
-            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-            let mut buf = Vec::with_capacity(4096);
-            let mut ops = 0u64;
-            let mut id = (c as i32) << 20;
-            loop {
-                id += 1;
-                let req = workload.request(id);
-                let t = Instant::now();
-                if t >= end {
-                    break;
-                }
-                s.write_all(&req).await.unwrap();
-                read_message(&mut s, &mut buf).await.unwrap();
-                if t >= start {
-                    ops += 1;
-                    let _ = h.record(t.elapsed().as_micros().max(1) as u64);
-                }
-            }
-            (ops, h)
-        }));
-    }
-    let mut total = Result {
-        ops: 0,
-        seconds: duration.as_secs_f64(),
-        latency: Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap(),
-    };
-    for t in tasks {
-        let (ops, h) = t.await.unwrap();
-        total.ops += ops;
-        total.latency.add(h).unwrap();
-    }
-    total
-}
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn start_ferretdb() -> Option<(Child, SocketAddr, tempfile::TempDir)> {
+fn ferretdb() -> Option<(Proc, tempfile::TempDir)> {
     let bin = std::env::var("WIRELINT_FERRETDB").ok().or_else(|| {
         let out = Command::new("bash")
             .arg(format!(
@@ -268,11 +326,7 @@ fn start_ferretdb() -> Option<(Child, SocketAddr, tempfile::TempDir)> {
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     })?;
     let dir = tempfile::tempdir().ok()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
+    let port = free_port();
     let child = Command::new(bin)
         .args([
             "--handler=sqlite",
@@ -288,42 +342,371 @@ fn start_ferretdb() -> Option<(Child, SocketAddr, tempfile::TempDir)> {
         .spawn()
         .ok()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some((child, addr, dir))
+    wait_listening(addr, Duration::from_secs(20)).then_some((Proc(child, addr), dir))
 }
 
-#[tokio::main]
-async fn main() {
-    let seconds: f64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(3.0);
+/// Loads FerretDB with what the workloads read.
+async fn seed(addr: SocketAddr) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut buf = Vec::new();
+    let send = |body: bson::RawDocumentBuf| op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+    let mut batches = Vec::new();
+    for chunk in 0..10 {
+        let mut docs = bson::RawArrayBuf::new();
+        for i in 0..100 {
+            docs.push(rawdoc! {"_id": chunk * 100 + i, "pad": pad(KIB - 30)});
+        }
+        batches.push(send(
+            rawdoc! {"insert": "c", "documents": docs, "$db": "bench"},
+        ));
+    }
+    let mut docs = bson::RawArrayBuf::new();
+    for i in 0..(BATCH as i64 * BATCHES) {
+        docs.push(rawdoc! {"_id": i, "pad": pad(KIB - 30)});
+    }
+    batches.push(send(
+        rawdoc! {"insert": "cursor", "documents": docs, "$db": "bench"},
+    ));
+    batches.push(send(rawdoc! {"insert": "big", "documents": [{"_id": 1i32, "pad": pad(1024 * KIB)}], "$db": "bench"}));
+    for request in batches {
+        s.write_all(&request).await.unwrap();
+        read_message(&mut s, &mut buf).await.unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Load.
+
+#[derive(Clone, Copy, PartialEq)]
+enum Workload {
+    Ping,
+    FindOne,
+    Insert1KiB,
+    Cursor100,
+    Read1MiB,
+    Mixed,
+}
+
+const WORKLOADS: [Workload; 6] = [
+    Workload::Ping,
+    Workload::FindOne,
+    Workload::Insert1KiB,
+    Workload::Cursor100,
+    Workload::Read1MiB,
+    Workload::Mixed,
+];
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Ping => "ping",
+            Workload::FindOne => "find one by _id",
+            Workload::Insert1KiB => "insert 1 KiB",
+            Workload::Cursor100 => "cursor 100×1 KiB",
+            Workload::Read1MiB => "read 1 MiB doc",
+            Workload::Mixed => "mixed 90/5/5",
+        }
+    }
+
+    /// The operation number `n` of this workload (the mixed blend: 90 %
+    /// finds, 5 % inserts, 5 % cursors).
+    fn op(self, n: u64) -> Workload {
+        match (self, n % 20) {
+            (Workload::Mixed, 0) => Workload::Insert1KiB,
+            (Workload::Mixed, 10) => Workload::Cursor100,
+            (Workload::Mixed, _) => Workload::FindOne,
+            (w, _) => w,
+        }
+    }
+
+    fn request(self, id: i32) -> Vec<u8> {
+        let body = match self {
+            Workload::Ping => rawdoc! {"ping": 1i32, "$db": "admin"},
+            Workload::FindOne => {
+                rawdoc! {"find": "c", "filter": {"_id": id % 1000}, "limit": 1i32, "singleBatch": true, "$db": "bench"}
+            }
+            Workload::Insert1KiB => {
+                rawdoc! {"insert": "ins", "documents": [{"n": id, "pad": pad(KIB - 30)}], "$db": "bench"}
+            }
+            Workload::Cursor100 => {
+                rawdoc! {"find": "cursor", "filter": {}, "batchSize": BATCH as i32, "$db": "bench"}
+            }
+            Workload::Read1MiB => rawdoc! {"find": "big", "filter": {"_id": 1i32}, "$db": "bench"},
+            Workload::Mixed => unreachable!("mixed picks one of the others per operation"),
+        };
+        op_msg::encode(id, 0, 0, body.as_bytes(), &[])
+    }
+}
+
+fn get_more(id: i32, cursor: i64) -> Vec<u8> {
+    let body = rawdoc! {"getMore": cursor, "collection": "cursor", "batchSize": BATCH as i32, "$db": "bench"};
+    op_msg::encode(id, 0, 0, body.as_bytes(), &[])
+}
+
+/// The cursor id of a find/getMore reply (0 when exhausted or absent).
+fn cursor_id(reply: &[u8]) -> i64 {
+    let Ok(wirelint::wire::Message::Msg(m)) = wirelint::wire::Message::parse(reply) else {
+        return 0;
+    };
+    bson::RawDocument::from_bytes(m.body)
+        .ok()
+        .and_then(|b| b.get_document("cursor").ok())
+        .and_then(|c| c.get_i64("id").ok())
+        .unwrap_or(0)
+}
+
+#[derive(Default)]
+struct Measured {
+    ops: u64,
+    seconds: f64,
+    cpu: Duration,
+    latency: Option<Histogram<u64>>,
+}
+
+impl Measured {
+    fn add(&mut self, other: Measured) {
+        self.ops += other.ops;
+        self.seconds += other.seconds;
+        self.cpu += other.cpu;
+        match (&mut self.latency, other.latency) {
+            (Some(a), Some(b)) => a.add(b).unwrap(),
+            (a, b) => *a = a.take().or(b),
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        self.ops as f64 / self.seconds.max(1e-9)
+    }
+
+    fn quantile(&self, q: f64) -> u64 {
+        self.latency.as_ref().map_or(0, |h| h.value_at_quantile(q))
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap()
+}
+
+async fn load(
+    addr: SocketAddr,
+    workload: Workload,
+    conns: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Measured {
+    let start = Instant::now() + warmup;
+    let end = start + duration;
+    let mut tasks = Vec::new();
+    for c in 0..conns {
+        tasks.push(tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.set_nodelay(true).unwrap();
+            let mut h = histogram();
+            let mut buf = Vec::with_capacity(4096);
+            let mut ops = 0u64;
+            let mut n = c as u64;
+            let mut id = (c as i32) << 16;
+            loop {
+                n += 1;
+                id = id.wrapping_add(1);
+                let op = workload.op(n);
+                let req = op.request(id);
+                let t = Instant::now();
+                if t >= end {
+                    break;
+                }
+                s.write_all(&req).await.unwrap();
+                read_message(&mut s, &mut buf).await.unwrap();
+                if op == Workload::Cursor100 {
+                    let mut cursor = cursor_id(&buf);
+                    while cursor != 0 {
+                        id = id.wrapping_add(1);
+                        s.write_all(&get_more(id, cursor)).await.unwrap();
+                        read_message(&mut s, &mut buf).await.unwrap();
+                        cursor = cursor_id(&buf);
+                    }
+                }
+                if t >= start {
+                    ops += 1;
+                    let _ = h.record(t.elapsed().as_micros().max(1) as u64);
+                }
+            }
+            (ops, h)
+        }));
+    }
+    let mut total = Measured {
+        seconds: duration.as_secs_f64(),
+        latency: Some(histogram()),
+        ..Measured::default()
+    };
+    for t in tasks {
+        let (ops, h) = t.await.unwrap();
+        total.ops += ops;
+        total.latency.as_mut().unwrap().add(h).unwrap();
+    }
+    total
+}
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+struct Target {
+    name: &'static str,
+    addr: SocketAddr,
+    proc: Option<Proc>,
+}
+
+/// One row per target: the figures, then ratios to direct and to the relay.
+fn print_rows(
+    backend: &str,
+    workload: Workload,
+    conns: usize,
+    targets: &[Target],
+    sums: &[Measured],
+) {
+    let relay = targets.iter().position(|t| t.name == "tcp-relay");
+    for (t, m) in targets.iter().zip(sums) {
+        let vs_relay = relay.map_or("-".to_string(), |r| {
+            format!("{:.3}", m.rate() / sums[r].rate())
+        });
+        // socat forks a process per connection, which /proc of the
+        // listener does not count: no figure rather than a wrong one.
+        let cpu = if t.proc.is_some() && t.name != "tcp-relay" && m.ops > 0 && !m.cpu.is_zero() {
+            format!("{:.1}", m.cpu.as_secs_f64() * 1e6 / m.ops as f64)
+        } else {
+            "-".to_string()
+        };
+        println!(
+            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8}",
+            backend,
+            workload.name(),
+            conns,
+            t.name,
+            m.rate(),
+            m.quantile(0.5),
+            m.quantile(0.99),
+            m.rate() / sums[0].rate(),
+            vs_relay,
+            m.quantile(0.5) as i64 - sums[0].quantile(0.5) as i64,
+            m.quantile(0.99) as i64 - sums[0].quantile(0.99) as i64,
+            cpu,
+        );
+    }
+}
+
+/// `--scale N`: N connections held through wirelint (analysis on) to the
+/// responder: resident memory per idle connection, then one ping on each.
+async fn scale(n: usize) {
+    let backend = responder();
+    let proxy = wirelint(backend.1, true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = proxy.rss().unwrap_or(0);
+    let hello = op_msg::encode(
+        1,
+        0,
+        0,
+        rawdoc! {"hello": 1i32, "$db": "admin"}.as_bytes(),
+        &[],
+    );
+    let ping = op_msg::encode(
+        2,
+        0,
+        0,
+        rawdoc! {"ping": 1i32, "$db": "admin"}.as_bytes(),
+        &[],
+    );
+    let started = Instant::now();
+    let mut conns = Vec::with_capacity(n);
+    let mut buf = Vec::new();
+    for i in 0..n {
+        match TcpStream::connect(proxy.1).await {
+            Ok(mut s) => {
+                // A first exchange, so the upstream connection exists too.
+                if s.write_all(&hello).await.is_ok() && read_message(&mut s, &mut buf).await.is_ok()
+                {
+                    conns.push(s);
+                }
+            }
+            Err(e) => {
+                println!("scale: connection {i} failed: {e} (raise `ulimit -n`?)");
+                break;
+            }
+        }
+    }
+    let opened = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = proxy.rss().unwrap_or(0);
+    let cpu_before = proxy.cpu().unwrap_or_default();
+    let started = Instant::now();
+    let mut served = 0;
+    for s in &mut conns {
+        if s.write_all(&ping).await.is_ok() && read_message(s, &mut buf).await.is_ok() {
+            served += 1;
+        }
+    }
+    let pinged = started.elapsed();
+    let cpu = proxy.cpu().unwrap_or_default().saturating_sub(cpu_before);
+    let per_conn = held.saturating_sub(before) as f64 / conns.len().max(1) as f64;
+    println!(
+        "scale      {} connections held through wirelint-on (opened in {:.1} s): RSS {:.1} MiB → {:.1} MiB, {:.1} KiB per idle connection (client + upstream side); a ping on each: {served} answered in {:.2} s, proxy CPU {:.1} µs per ping",
+        conns.len(),
+        opened.as_secs_f64(),
+        before as f64 / 1048576.0,
+        held as f64 / 1048576.0,
+        per_conn / 1024.0,
+        pinged.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / served.max(1) as f64,
+    );
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--responder") {
+        return run_responder();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench());
+}
+
+async fn bench() {
+    let seconds: f64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(2.0);
     let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(2);
-    let conns: Vec<usize> = arg("--conns")
-        .map(|s| s.split(',').filter_map(|c| c.parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 16, 64]);
+    let list = |name: &str, default: &[usize]| -> Vec<usize> {
+        arg(name)
+            .map(|s| s.split(',').filter_map(|c| c.parse().ok()).collect())
+            .unwrap_or_else(|| default.to_vec())
+    };
+    let conns = list("--conns", &[1, 16, 64, 256]);
+    // FerretDB on SQLite serves a 100-document cursor in tens of
+    // milliseconds: 256 closed-loop connections would measure its queue.
+    let ferretdb_conns = list("--ferretdb-conns", &[1, 16, 64]);
     let duration = Duration::from_secs_f64(seconds);
     let warmup = Duration::from_millis(300);
 
-    let mut backends: Vec<(&str, SocketAddr)> = vec![("responder", responder().await)];
-    let ferret = if std::env::args().any(|a| a == "--no-ferretdb") {
-        None
-    } else {
-        start_ferretdb()
-    };
-    if let Some((_, addr, _)) = &ferret {
-        backends.push(("ferretdb", *addr));
-    }
     println!(
         "wirelint proxy benchmark · {} · {} cores · {seconds} s per measurement, {rounds} interleaved rounds",
         humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
+    let responder = responder();
+    let mut backends: Vec<(&str, SocketAddr)> = vec![("responder", responder.1)];
+    let ferret = if std::env::args().any(|a| a == "--no-ferretdb") {
+        None
+    } else {
+        ferretdb()
+    };
+    if let Some((p, _)) = &ferret {
+        seed(p.1).await;
+        backends.push(("ferretdb", p.1));
+    }
     println!(
-        "{:<10} {:<16} {:>5}  {:<13} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
+        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "backend",
         "workload",
         "conns",
@@ -331,74 +714,76 @@ async fn main() {
         "ops/s",
         "p50 µs",
         "p99 µs",
-        "× direct",
+        "×direct",
+        "×relay",
         "+p50 µs",
-        "+p99 µs"
+        "+p99 µs",
+        "cpu µs/op"
     );
+    let mut missing_peers = Vec::new();
     for (backend, addr) in &backends {
-        let off = wirelint(*addr, false);
-        let on = wirelint(*addr, true);
-        let socat = relay(*addr);
-        let mut targets = vec![("direct", *addr)];
-        if let Some(r) = &socat {
-            targets.push(("tcp-relay", r.1));
+        let mut targets = vec![Target {
+            name: "direct",
+            addr: *addr,
+            proc: None,
+        }];
+        match relay(*addr) {
+            Some(p) => targets.push(Target {
+                name: "tcp-relay",
+                addr: p.1,
+                proc: Some(p),
+            }),
+            None => missing_peers.push("tcp-relay (socat not installed)"),
         }
-        targets.extend([("wirelint-off", off.1), ("wirelint-on", on.1)]);
-        let workloads: &[Workload] = if *backend == "ferretdb" {
-            &[Workload::Ping, Workload::FindOne]
+        for (name, analysis) in [("wirelint-off", false), ("wirelint-on", true)] {
+            let p = wirelint(*addr, analysis);
+            targets.push(Target {
+                name,
+                addr: p.1,
+                proc: Some(p),
+            });
+        }
+        match mongobetween(*addr) {
+            Some(p) => targets.push(Target {
+                name: "mongobetween",
+                addr: p.1,
+                proc: Some(p),
+            }),
+            None => missing_peers.push("mongobetween (not installed)"),
+        }
+        let conns = if *backend == "ferretdb" {
+            &ferretdb_conns
         } else {
-            &[Workload::Ping, Workload::FindOne, Workload::Insert1KiB]
+            &conns
         };
-        for &workload in workloads {
-            for &n in &conns {
-                let mut sums: Vec<(u64, f64, Histogram<u64>)> = targets
-                    .iter()
-                    .map(|_| {
-                        (
-                            0,
-                            0.0,
-                            Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap(),
-                        )
-                    })
-                    .collect();
+        for workload in WORKLOADS {
+            for &n in conns {
+                let mut sums: Vec<Measured> = targets.iter().map(|_| Measured::default()).collect();
                 for _ in 0..rounds {
-                    for (i, (_, target)) in targets.iter().enumerate() {
-                        let r = load(*target, workload, n, warmup, duration).await;
-                        sums[i].0 += r.ops;
-                        sums[i].1 += r.seconds;
-                        sums[i].2.add(&r.latency).unwrap();
+                    for (i, t) in targets.iter().enumerate() {
+                        let cpu = t.proc.as_ref().and_then(Proc::cpu);
+                        let mut m = load(t.addr, workload, n, warmup, duration).await;
+                        if let (Some(before), Some(after)) =
+                            (cpu, t.proc.as_ref().and_then(Proc::cpu))
+                        {
+                            // Includes the warm-up; scaled to the measured part.
+                            let share = duration.as_secs_f64() / (duration + warmup).as_secs_f64();
+                            m.cpu = (after - before).mul_f64(share);
+                        }
+                        sums[i].add(m);
                     }
                 }
-                let direct_rate = sums[0].0 as f64 / sums[0].1;
-                let (d50, d99) = (
-                    sums[0].2.value_at_quantile(0.5),
-                    sums[0].2.value_at_quantile(0.99),
-                );
-                for (i, (name, _)) in targets.iter().enumerate() {
-                    let rate = sums[i].0 as f64 / sums[i].1;
-                    let (p50, p99) = (
-                        sums[i].2.value_at_quantile(0.5),
-                        sums[i].2.value_at_quantile(0.99),
-                    );
-                    println!(
-                        "{:<10} {:<16} {:>5}  {:<13} {:>10.0} {:>9} {:>9} {:>8.3} {:>9} {:>9}",
-                        backend,
-                        workload.name(),
-                        n,
-                        name,
-                        rate,
-                        p50,
-                        p99,
-                        rate / direct_rate,
-                        p50 as i64 - d50 as i64,
-                        p99 as i64 - d99 as i64
-                    );
-                }
+                print_rows(backend, workload, n, &targets, &sums);
             }
         }
     }
-    if let Some((mut child, _, _)) = ferret {
-        let _ = child.kill();
-        let _ = child.wait();
+    missing_peers.dedup();
+    for m in missing_peers {
+        println!("not measured: {m}");
+    }
+    drop(ferret);
+    drop(responder);
+    if let Some(n) = arg("--scale").and_then(|n| n.parse().ok()) {
+        scale(n).await;
     }
 }
