@@ -126,21 +126,25 @@ where
 
     tokio::select! {
         end = &mut requests => match end {
-            Ok(End::Eof) => tracing::debug!(conn, %peer, "client closed the connection"),
-            Ok(End::Shutdown) => {
-                // Stop taking requests; let the ones in flight be answered.
+            Ok(end) => {
+                // Client done (a half-close still waits for its answers) or
+                // shutdown: take no more requests; let the ones in flight
+                // be answered.
+                if matches!(end, End::Eof) {
+                    tracing::debug!(conn, %peer, "client closed its side of the connection");
+                }
                 let deadline = tokio::time::sleep(ctx.shutdown_grace);
                 tokio::pin!(deadline);
                 loop {
                     if shared.in_flight.load(Relaxed) <= 0 {
-                        tracing::debug!(conn, %peer, "closed for shutdown with nothing in flight");
+                        tracing::debug!(conn, %peer, "closed with nothing in flight");
                         break;
                     }
                     tokio::select! {
                         _ = shared.idle_notify.notified() => {}
                         _ = &mut replies => break,
                         _ = &mut deadline => {
-                            tracing::info!(conn, %peer, in_flight = shared.in_flight.load(Relaxed), "shutdown grace period over; closing with requests in flight");
+                            tracing::info!(conn, %peer, in_flight = shared.in_flight.load(Relaxed), "grace period over; closing with requests in flight");
                             break;
                         }
                     }

@@ -63,6 +63,7 @@ pub struct Backend {
     watcher: Child,
     stdin: Option<ChildStdin>,
     dir: tempfile::TempDir,
+    args: Vec<String>,
 }
 
 impl Backend {
@@ -95,26 +96,14 @@ impl Backend {
             args.push("--setup-database=admin".to_string());
             args.push("--test-enable-new-auth".to_string());
         }
-        let log = dir.path().join("ferretdb.log");
-        let mut watcher = Command::new("sh")
-            .arg("-c")
-            .arg(r#""$@" >"$FERRETDB_LOG" 2>&1 & child=$!; read _ignored; kill $child 2>/dev/null; wait $child"#)
-            .arg("sh")
-            .arg(ferretdb_bin())
-            .args(&args)
-            .env("FERRETDB_LOG", &log)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting FerretDB");
-        let stdin = watcher.stdin.take();
+        let (watcher, stdin) = spawn_watched(&args, &dir.path().join("ferretdb.log"));
         let backend = Backend {
             port,
             tls_port,
             watcher,
             stdin,
             dir,
+            args,
         };
         backend.wait_ready(port);
         if let Some(p) = tls_port {
@@ -156,13 +145,52 @@ impl Backend {
         std::fs::read_to_string(self.dir.path().join("ferretdb.log")).unwrap_or_default()
     }
 
-    /// Stops FerretDB now (closing its watcher's stdin) and waits for it.
+    /// Stops FerretDB now (SIGTERM through its watcher) and waits for it.
     pub fn kill(&mut self) {
+        self.stop("TERM");
+    }
+
+    /// Kills FerretDB with SIGKILL, as a crash would, and waits for it.
+    pub fn crash(&mut self) {
+        self.stop("KILL");
+    }
+
+    fn stop(&mut self, signal: &str) {
         if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.write_all(b"\n");
+            let _ = stdin.write_all(format!("{signal}\n").as_bytes());
         }
         let _ = self.watcher.wait();
     }
+
+    /// Starts FerretDB again on the same port and data (after `kill` or
+    /// `crash`).
+    pub fn restart(&mut self) {
+        self.stop("TERM");
+        let (watcher, stdin) = spawn_watched(&self.args, &self.dir.path().join("ferretdb.log"));
+        self.watcher = watcher;
+        self.stdin = stdin;
+        self.wait_ready(self.port);
+    }
+}
+
+/// FerretDB under a small shell that kills it (with the signal written to
+/// its stdin, SIGTERM when stdin just closes) — so no FerretDB outlives the
+/// tests, even when the test process crashes.
+fn spawn_watched(args: &[String], log: &Path) -> (Child, Option<ChildStdin>) {
+    let mut watcher = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$@" >>"$FERRETDB_LOG" 2>&1 & child=$!; read sig; kill -"${sig:-TERM}" $child 2>/dev/null; wait $child"#)
+        .arg("sh")
+        .arg(ferretdb_bin())
+        .args(args)
+        .env("FERRETDB_LOG", log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting FerretDB");
+    let stdin = watcher.stdin.take();
+    (watcher, stdin)
 }
 
 impl Drop for Backend {
