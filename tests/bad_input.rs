@@ -234,3 +234,531 @@ async fn malformed_frames_close_only_their_connection() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// The hostile-client suite: many more ways to be wrong, each on its own
+// connection while a good client queries all along.
+
+/// What must happen to a hostile connection.
+enum Expect {
+    /// wirelint closes it and logs a line with this text and the peer.
+    Closed(&'static str),
+    /// Well framed: forwarded; the backend answers or closes — within
+    /// seconds, never a hang.
+    Forwarded,
+    /// A valid request, however slowly sent: it must be answered.
+    Answered,
+}
+
+struct Hostile {
+    name: String,
+    bytes: Vec<u8>,
+    /// Send one byte per this interval instead of all at once.
+    dribble: Option<Duration>,
+    /// Close our write side after sending.
+    close_after: bool,
+    expect: Expect,
+}
+
+fn hostile(name: impl Into<String>, bytes: Vec<u8>, expect: Expect) -> Hostile {
+    Hostile {
+        name: name.into(),
+        bytes,
+        dribble: None,
+        close_after: false,
+        expect,
+    }
+}
+
+fn ping_msg() -> Vec<u8> {
+    op_msg::encode(
+        9,
+        0,
+        0,
+        rawdoc! {"ping": 1i32, "$db": "admin"}.as_bytes(),
+        &[],
+    )
+}
+
+/// A document nested `depth` levels deep: {a: {a: {… {} …}}}, as raw BSON.
+fn nested(depth: usize) -> Vec<u8> {
+    let mut doc = vec![5, 0, 0, 0, 0];
+    for _ in 0..depth {
+        let mut outer = vec![0, 0, 0, 0, 0x03, b'a', 0];
+        outer.extend_from_slice(&doc);
+        outer.push(0);
+        let len = outer.len() as i32;
+        outer[..4].copy_from_slice(&len.to_le_bytes());
+        doc = outer;
+    }
+    doc
+}
+
+/// An OP_MSG with this body document, bytes as given.
+fn msg_with_body(body: &[u8]) -> Vec<u8> {
+    let mut m = header(0, 2013);
+    m.extend_from_slice(&0u32.to_le_bytes());
+    m.push(0);
+    m.extend_from_slice(body);
+    let len = m.len() as i32;
+    m[..4].copy_from_slice(&len.to_le_bytes());
+    m
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn hostile_cases() -> Vec<Hostile> {
+    use Expect::*;
+    let valid = insert_msg();
+    let mut out = Vec::new();
+    for len in [-1, 0, 1, 15] {
+        out.push(hostile(
+            format!("length {len}"),
+            header(len, 2013),
+            Closed("below the 16-byte header"),
+        ));
+    }
+    for len in [48_000_001, i32::MAX] {
+        out.push(hostile(
+            format!("length {len}"),
+            header(len, 2013),
+            Closed("above maxMessageSizeBytes"),
+        ));
+    }
+    for op in [0, 2, 1000, 2000, 2008, 2009, 2014, 4242, -1] {
+        out.push(hostile(
+            format!("opcode {op}"),
+            header(64, op),
+            Closed("unknown opcode"),
+        ));
+    }
+    for cut in [1, 8, 15, 16, 20, 21, valid.len() / 2, valid.len() - 1] {
+        let mut h = hostile(
+            format!("truncated at {cut} and closed"),
+            valid[..cut].to_vec(),
+            Closed("closed in the middle of a message"),
+        );
+        h.close_after = true;
+        out.push(h);
+    }
+    for kind in [2u8, 3, 7, 9, 127, 255] {
+        let mut m = valid.clone();
+        m[20] = kind;
+        out.push(hostile(
+            format!("section kind {kind}"),
+            m,
+            Closed("section kind other than 0 or 1"),
+        ));
+    }
+    // OP_MSG structure.
+    let mut required_bit = valid.clone();
+    required_bit[16] = 0x04; // bit 2: unknown and required (bits 0-15)
+    out.push(hostile(
+        "unknown required flag bit",
+        required_bit,
+        Closed("unknown required flag bit"),
+    ));
+    let mut two_bodies = valid.clone();
+    two_bodies.extend_from_slice(&valid[20..]);
+    let len = two_bodies.len() as i32;
+    two_bodies[..4].copy_from_slice(&len.to_le_bytes());
+    out.push(hostile(
+        "two body sections",
+        two_bodies,
+        Closed("more than one body section"),
+    ));
+    let mut seq_too_long = header(0, 2013);
+    seq_too_long.extend_from_slice(&0u32.to_le_bytes());
+    seq_too_long.extend_from_slice(&[1, 0xff, 0xff, 0, 0, b'd', 0]);
+    let len = seq_too_long.len() as i32;
+    seq_too_long[..4].copy_from_slice(&len.to_le_bytes());
+    out.push(hostile(
+        "document sequence longer than the message",
+        seq_too_long,
+        Closed("malformed OP_MSG"),
+    ));
+    let mut checksum_missing = header(0, 2013);
+    checksum_missing.extend_from_slice(&1u32.to_le_bytes()); // checksumPresent, no room for it
+    let len = checksum_missing.len() as i32;
+    checksum_missing[..4].copy_from_slice(&len.to_le_bytes());
+    out.push(hostile(
+        "checksum flag without a checksum",
+        checksum_missing,
+        Closed("malformed OP_MSG"),
+    ));
+    let mut no_sections = header(20, 2013);
+    no_sections.extend_from_slice(&0u32.to_le_bytes());
+    out.push(hostile(
+        "no sections at all",
+        no_sections,
+        Closed("no body section"),
+    ));
+    let mut body_past_end = msg_with_body(rawdoc! {"ping": 1i32}.as_bytes());
+    let at = 21;
+    body_past_end[at..at + 4].copy_from_slice(&4000i32.to_le_bytes());
+    out.push(hostile(
+        "body document longer than the message",
+        body_past_end,
+        Closed("malformed OP_MSG"),
+    ));
+    // Invalid BSON inside a well-framed message: the backend decides.
+    let ping_body = rawdoc! {"ping": 1i32, "$db": "admin"};
+    let mut string_lie = msg_with_body(rawdoc! {"insert": "c", "$db": "x"}.as_bytes());
+    let at = 21 + 4 + 1 + "insert".len() + 1;
+    string_lie[at..at + 4].copy_from_slice(&200i32.to_le_bytes());
+    out.push(hostile(
+        "BSON string longer than its document",
+        string_lie,
+        Forwarded,
+    ));
+    let mut no_terminator = ping_body.as_bytes().to_vec();
+    *no_terminator.last_mut().unwrap() = 7;
+    out.push(hostile(
+        "BSON document without its terminating NUL",
+        msg_with_body(&no_terminator),
+        Forwarded,
+    ));
+    let mut bad_type = ping_body.as_bytes().to_vec();
+    bad_type[4] = 0x55;
+    out.push(hostile(
+        "BSON element of unknown type 0x55",
+        msg_with_body(&bad_type),
+        Forwarded,
+    ));
+    let mut key_no_nul = ping_body.as_bytes().to_vec();
+    for b in key_no_nul.iter_mut().skip(5).take(5) {
+        if *b == 0 {
+            *b = b'x';
+        }
+    }
+    out.push(hostile(
+        "BSON key without NUL",
+        msg_with_body(&key_no_nul),
+        Forwarded,
+    ));
+    let mut bad_utf8 = msg_with_body(rawdoc! {"find": "ccc", "$db": "x"}.as_bytes());
+    let at = 21 + 4 + 1 + "find".len() + 1 + 4;
+    bad_utf8[at..at + 3].copy_from_slice(&[0xff, 0xfe, 0xfd]);
+    out.push(hostile(
+        "BSON string that is not UTF-8",
+        bad_utf8,
+        Forwarded,
+    ));
+    let mut deep = vec![];
+    deep.extend_from_slice(&nested(200));
+    let mut body = rawdoc! {"find": "c", "$db": "bad_input"}
+        .as_bytes()
+        .to_vec();
+    // {find: "c", $db: …, filter: <200 levels>}
+    body.pop();
+    body.push(0x03);
+    body.extend_from_slice(b"filter\0");
+    body.extend_from_slice(&deep);
+    body.push(0);
+    let len = body.len() as i32;
+    body[..4].copy_from_slice(&len.to_le_bytes());
+    out.push(hostile(
+        "filter nested 200 levels deep",
+        msg_with_body(&body),
+        Forwarded,
+    ));
+    // OP_COMPRESSED: lying sizes, bombs, unknown compressors.
+    for compressor in [Compressor::Snappy, Compressor::Zlib, Compressor::Zstd] {
+        for (what, delta) in [("larger", 100i32), ("smaller", -10)] {
+            let mut m = compressed::compress(&valid, compressor).unwrap();
+            let declared = i32::from_le_bytes(m[20..24].try_into().unwrap()) + delta;
+            m[20..24].copy_from_slice(&declared.to_le_bytes());
+            out.push(hostile(
+                format!("{} declaring a {what} size", compressor.name()),
+                m,
+                Forwarded,
+            ));
+        }
+    }
+    {
+        // 40 MB of zeros in a few KB, declared as 1 KB: the analysis must
+        // stop at the declared size.
+        let mut big = header(16 + 40_000_000, 2013);
+        big.resize(16 + 40_000_000, 0);
+        let mut m = compressed::compress(&big, Compressor::Zlib).unwrap();
+        m[20..24].copy_from_slice(&1024i32.to_le_bytes());
+        out.push(hostile("zlib bomb: 40 MB declared as 1 KB", m, Forwarded));
+    }
+    let mut huge_declared = compressed::compress(&valid, Compressor::Zstd).unwrap();
+    huge_declared[20..24].copy_from_slice(&100_000_000i32.to_le_bytes());
+    out.push(hostile(
+        "declared uncompressed size 100 MB",
+        huge_declared,
+        Closed("declared uncompressed size out of range"),
+    ));
+    let mut unknown_compressor = compressed::compress(&valid, Compressor::Zlib).unwrap();
+    unknown_compressor[24] = 9;
+    out.push(hostile(
+        "unknown compressor id 9",
+        unknown_compressor,
+        Closed("unknown compressor id 9"),
+    ));
+    let mut nested_compressed = compressed::compress(&valid, Compressor::Zlib).unwrap();
+    nested_compressed[16..20].copy_from_slice(&2012i32.to_le_bytes());
+    out.push(hostile(
+        "compressed inside compressed",
+        nested_compressed,
+        Closed("compressed message inside a compressed message"),
+    ));
+    // Other protocols on the port.
+    for (what, bytes, log) in [
+        (
+            "HTTP GET",
+            &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            "an HTTP request",
+        ),
+        (
+            "HTTP POST",
+            &b"POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n"[..],
+            "an HTTP request",
+        ),
+        (
+            "HTTP/2 preface",
+            &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+            "an HTTP request",
+        ),
+        (
+            "TLS ClientHello",
+            &[
+                0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0, 0, 0xa1, 0x03, 0x03, 9, 9, 9, 9, 9, 9,
+            ][..],
+            "a TLS handshake",
+        ),
+        (
+            "SSH banner",
+            &b"SSH-2.0-OpenSSH_9.2\r\n\0\0\0\0\0\0"[..],
+            "invalid message from the client",
+        ),
+        (
+            "Redis inline PING",
+            &b"PING\r\nPING\r\nPING\r\nPING\r\n"[..],
+            "invalid message from the client",
+        ),
+        (
+            "PostgreSQL SSLRequest",
+            &[0, 0, 0, 8, 4, 0xd2, 0x16, 0x2f, 0, 0, 0, 0, 0, 0, 0, 0][..],
+            "invalid message from the client",
+        ),
+    ] {
+        out.push(hostile(what, bytes.to_vec(), Closed(log)));
+    }
+    for seed in 1..=5u64 {
+        out.push(hostile(
+            format!("random bytes #{seed}"),
+            noise(seed, 64 + seed as usize * 37),
+            Closed("invalid message from the client"),
+        ));
+    }
+    let mut then_garbage = ping_msg();
+    then_garbage.extend_from_slice(&header(3, 2013));
+    out.push(hostile(
+        "a valid ping, then a bad header",
+        then_garbage,
+        Closed("below the 16-byte header"),
+    ));
+    // Legacy opcodes are forwarded: the backend refuses them itself.
+    for op in [2001, 2002, 2005, 2006, 2007] {
+        let mut m = header(0, op);
+        m.extend_from_slice(&[0; 4]);
+        m.extend_from_slice(b"bad_input.c\0");
+        m.extend_from_slice(rawdoc! {}.as_bytes());
+        let len = m.len() as i32;
+        m[..4].copy_from_slice(&len.to_le_bytes());
+        out.push(hostile(format!("legacy opcode {op}"), m, Forwarded));
+    }
+    let mut slow = hostile("a ping dribbled one byte per 100 ms", ping_msg(), Answered);
+    slow.dribble = Some(Duration::from_millis(100));
+    out.push(slow);
+    out
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_clients_affect_only_their_own_connection() {
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.idle_timeout = Some(Duration::from_secs(2));
+    let proxy = common::proxy_with(settings).await;
+    let client = mongodb::Client::with_uri_str(proxy.connection_string())
+        .await
+        .unwrap();
+    let coll = client
+        .database("bad_input")
+        .collection::<Document>("hostile");
+    coll.insert_one(doc! {"ok": true}).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let worker = {
+        let (stop, ok, failed, coll) = (stop.clone(), ok.clone(), failed.clone(), coll.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match coll.find_one(doc! {"ok": true}).await {
+                    Ok(Some(_)) => ok.fetch_add(1, Ordering::Relaxed),
+                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                };
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let rss_before = rss_bytes();
+    let cases = hostile_cases();
+    assert!(cases.len() >= 50, "{} cases", cases.len());
+    let mut tried = 0;
+    for case in cases {
+        let mut s = TcpStream::connect(proxy.local_addr()).await.unwrap();
+        let peer = format!("peer=127.0.0.1:{}", s.local_addr().unwrap().port());
+        match case.dribble {
+            Some(every) => {
+                for b in &case.bytes {
+                    s.write_all(&[*b]).await.unwrap();
+                    tokio::time::sleep(every).await;
+                }
+            }
+            None => {
+                // The peer may close before everything is written.
+                let _ = s.write_all(&case.bytes).await;
+            }
+        }
+        if case.close_after {
+            let _ = s.shutdown().await;
+        }
+        match case.expect {
+            Expect::Answered => {
+                let mut reply = vec![0u8; 16];
+                tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut reply))
+                    .await
+                    .unwrap_or_else(|_| panic!("{}: no reply", case.name))
+                    .unwrap();
+                let h = Header::parse(&reply).unwrap();
+                assert_eq!(h.response_to, 9, "{}", case.name);
+            }
+            Expect::Closed(text) => {
+                let mut sink = Vec::new();
+                let ended =
+                    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut sink)).await;
+                assert!(ended.is_ok(), "{}: connection left open", case.name);
+                let logged = eventually(Duration::from_secs(2), || {
+                    !common::log_lines_with(&[&peer, text]).is_empty()
+                })
+                .await;
+                assert!(
+                    logged,
+                    "{}: no log line with {text:?} for {peer}",
+                    case.name
+                );
+            }
+            Expect::Forwarded => {
+                // Answered (an error document) or closed by the backend;
+                // the idle timeout (2 s) ends it otherwise. Never a hang.
+                let mut first = vec![0u8; 16];
+                let outcome =
+                    tokio::time::timeout(Duration::from_secs(6), s.read_exact(&mut first)).await;
+                assert!(
+                    outcome.is_ok(),
+                    "{}: neither answered nor closed",
+                    case.name
+                );
+            }
+        }
+        let before = ok.load(Ordering::Relaxed);
+        assert!(
+            eventually(Duration::from_secs(5), || ok.load(Ordering::Relaxed)
+                > before)
+            .await,
+            "{}: the good client stalled",
+            case.name
+        );
+        tried += 1;
+    }
+
+    // A half-sent frame left hanging: the idle timeout closes it.
+    let mut s = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    let peer = format!("peer=127.0.0.1:{}", s.local_addr().unwrap().port());
+    s.write_all(&insert_msg()[..30]).await.unwrap();
+    let mut sink = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(6), s.read_to_end(&mut sink)).await;
+    assert!(ended.is_ok(), "a hanging half frame was never closed");
+    assert!(
+        eventually(Duration::from_secs(2), || !common::log_lines_with(&[
+            &peer,
+            "idle timeout"
+        ])
+        .is_empty())
+        .await,
+        "no idle-timeout line for {peer}"
+    );
+    tried += 1;
+
+    // 1,000 connections opened and dropped at once.
+    let mut burst = Vec::new();
+    for _ in 0..1000 {
+        burst.push(tokio::spawn(TcpStream::connect(proxy.local_addr())));
+    }
+    let mut opened = 0;
+    for b in burst {
+        if let Ok(Ok(s)) = b.await {
+            opened += 1;
+            drop(s);
+        }
+    }
+    assert!(opened >= 900, "only {opened} of 1000 connections opened");
+    let before = ok.load(Ordering::Relaxed);
+    assert!(
+        eventually(Duration::from_secs(10), || ok.load(Ordering::Relaxed)
+            > before + 10)
+        .await,
+        "the good client stalled after the burst"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || proxy.stats().connections_active
+            <= 2)
+        .await,
+        "dropped connections still open: {}",
+        proxy.stats().connections_active
+    );
+    tried += 1;
+
+    stop.store(true, Ordering::Relaxed);
+    worker.await.unwrap();
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "the good client saw failures"
+    );
+    let grown = rss_bytes().saturating_sub(rss_before);
+    assert!(grown < 256 << 20, "memory grew by {} MiB", grown >> 20);
+    let stats = proxy.shutdown().await;
+    println!(
+        "{tried} hostile cases; frame errors {:?}; decode errors {:?}; memory grew {} MiB",
+        stats.frame_errors,
+        stats.decode_errors,
+        grown >> 20
+    );
+}
