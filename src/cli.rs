@@ -199,6 +199,15 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_ADMIN", value_name = "HOST:PORT")]
     pub admin: Option<String>,
 
+    /// Require `Authorization: Bearer TOKEN` on the admin endpoints (all but /healthz). Prefer the environment variable: a command line is visible to other users.
+    #[arg(
+        long,
+        env = "WIRELINT_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+
     /// Allow literal values from the traffic (e.g. example ids) in findings. Off by default: outputs carry shapes only.
     #[arg(long, env = "WIRELINT_SHOW_VALUES")]
     pub show_values: bool,
@@ -303,6 +312,7 @@ impl ProxyArgs {
         )?
         .unwrap_or(settings.report_interval);
         settings.admin = pick!(admin, "admin").map(|(v, _)| v);
+        settings.admin_token = pick!(admin_token, "admin-token").map(|(v, _)| v);
         if let (Some(file), Some(path)) = (&file, &self.config) {
             settings.analysis.rules = crate::rules::settings_from_config(file, path)?;
             file.limits.apply(&mut settings.analysis.caps);

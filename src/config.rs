@@ -75,6 +75,7 @@ pub struct ProxySection {
     pub report_interval: Option<String>,
     pub fail_on: Option<String>,
     pub admin: Option<String>,
+    pub admin_token: Option<String>,
     pub show_values: Option<bool>,
     pub summary_interval: Option<String>,
 }
@@ -283,6 +284,8 @@ pub struct ProxySettings {
     pub report_interval: Duration,
     /// Serve /metrics, /findings, /patterns and /healthz on this address.
     pub admin: Option<String>,
+    /// Bearer token the admin endpoints (but /healthz) require.
+    pub admin_token: Option<String>,
     /// Read partition keys from a sharded upstream's config.collections.
     pub discover_partition_keys: bool,
     /// The upstream URI as given (with credentials), for the discovery side
@@ -311,6 +314,7 @@ impl ProxySettings {
             report: None,
             report_interval: Duration::from_secs(30),
             admin: None,
+            admin_token: None,
             discover_partition_keys: true,
             upstream_raw: upstream.to_string(),
         })

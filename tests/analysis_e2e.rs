@@ -21,10 +21,16 @@ async fn settled(proxy: &wirelint::Proxy) {
 }
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    http_get_with(addr, path, "").await
+}
+
+async fn http_get_with(addr: std::net::SocketAddr, path: &str, headers: &str) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await.unwrap();
     let text = String::from_utf8_lossy(&buf).into_owned();
@@ -388,6 +394,30 @@ async fn admin_endpoints_serve_metrics_findings_patterns_and_health() {
         .unwrap()
         .iter()
         .any(|p| p["name"] == "Q-admin"));
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_token_is_required_when_set() {
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.admin = Some("127.0.0.1:0".into());
+    settings.admin_token = Some("s3cret-token".into());
+    let proxy = common::proxy_with(settings).await;
+    let admin = proxy.admin_addr().unwrap();
+    for path in ["/metrics", "/findings", "/patterns"] {
+        let (status, body) = http_get(admin, path).await;
+        assert_eq!(status, 401, "{path} without a token: {body}");
+        assert!(body.contains("Bearer"), "{body}");
+        let (status, _) =
+            http_get_with(admin, path, "Authorization: Bearer wrong-token!\r\n").await;
+        assert_eq!(status, 401, "{path} with a wrong token");
+        let (status, _) =
+            http_get_with(admin, path, "Authorization: Bearer s3cret-token\r\n").await;
+        assert_eq!(status, 200, "{path} with the token");
+    }
+    // Health checks stay open (load balancers carry no secrets).
+    assert_eq!(http_get(admin, "/healthz").await.0, 200);
     proxy.shutdown().await;
 }
 

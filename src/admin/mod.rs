@@ -1,7 +1,8 @@
 //! The admin HTTP server (`--admin HOST:PORT`, loopback by default):
 //! `/metrics` in the Prometheus text format, `/findings` and `/patterns` as
 //! JSON, `/healthz`. It only reads; it shares nothing with the forwarding
-//! path but the counters.
+//! path but the counters. With a token (`--admin-token`), every endpoint
+//! but `/healthz` asks for `Authorization: Bearer <token>`.
 
 use crate::analysis::engine::Knowledge;
 use crate::report::Report;
@@ -20,6 +21,8 @@ pub struct AdminState {
     pub stats: Arc<Stats>,
     pub knowledge: Arc<Mutex<Knowledge>>,
     pub upstream: String,
+    /// The bearer token the endpoints require, when one is set.
+    pub token: Option<Arc<str>>,
 }
 
 impl AdminState {
@@ -32,11 +35,44 @@ impl AdminState {
 
 pub fn router(state: AdminState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .route("/findings", get(findings))
         .route("/patterns", get(patterns))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ))
+        .route("/healthz", get(|| async { "ok\n" }))
         .with_state(state)
+}
+
+async fn require_token(
+    State(state): State<AdminState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if let Some(token) = &state.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !same_secret(given.as_bytes(), token.as_bytes()) {
+            return (
+                axum::http::StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "wirelint admin: send Authorization: Bearer <the --admin-token value>\n",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without stopping at the first difference (no timing hint).
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 async fn findings(State(state): State<AdminState>) -> impl IntoResponse {

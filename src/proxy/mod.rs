@@ -118,6 +118,7 @@ impl Proxy {
             stats: stats.clone(),
             knowledge: knowledge.clone(),
             upstream: upstream_display.clone(),
+            token: settings.admin_token.as_deref().map(Arc::from),
         };
         let admin_addr = match &settings.admin {
             Some(addr) => Some(serve_admin(addr, admin_state.clone(), shutdown_rx.clone()).await?),
@@ -267,8 +268,8 @@ async fn serve_admin(
         addr: addr.to_string(),
         source,
     })?;
-    if !local.ip().is_loopback() {
-        tracing::warn!(%local, "the admin endpoints are reachable from other hosts; they show namespaces, shapes and findings");
+    if !local.ip().is_loopback() && state.token.is_none() {
+        tracing::warn!(%local, "the admin endpoints are reachable from other hosts without a token; they show namespaces, shapes and findings (set WIRELINT_ADMIN_TOKEN to require one)");
     }
     let app = crate::admin::router(state);
     tokio::spawn(async move {
