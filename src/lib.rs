@@ -26,6 +26,8 @@ pub mod admin;
 pub mod analysis;
 pub mod cli;
 pub mod config;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod proxy;
 pub mod report;
 pub mod rules;

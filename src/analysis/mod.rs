@@ -253,7 +253,12 @@ pub fn is_sensitive(name: &str) -> bool {
 
 /// Decodes and counts one message; returns it uncompressed for the engine,
 /// or `None` (counted and logged) when it cannot be decoded.
-fn decode(conn: u64, direction: Direction, frame: &Bytes, stats: &Stats) -> Option<Bytes> {
+pub(crate) fn decode(
+    conn: u64,
+    direction: Direction,
+    frame: &Bytes,
+    stats: &Stats,
+) -> Option<Bytes> {
     let mut counters = stats.analysis.lock().unwrap_or_else(|p| p.into_inner());
     match decode_frame(frame, direction, &mut counters) {
         Ok(bytes) => Some(bytes),

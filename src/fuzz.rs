@@ -1,0 +1,151 @@
+//! Fuzz targets, in the library so that `cargo test` replays their corpus
+//! on every run (tests/fuzz_corpus.rs) and `fuzz/` (cargo-fuzz) only wraps
+//! them. Each takes arbitrary bytes and must neither panic nor hang; where
+//! wirelint writes bytes (hello rewrites), what it writes must decode.
+//!
+//! `scripts/fuzz.sh` runs them under libFuzzer.
+
+use crate::analysis::engine::{Engine, Knowledge};
+use crate::analysis::state::Caps;
+use crate::analysis::{command, shape};
+use crate::rules::RuleSettings;
+use crate::stats::{Direction, Stats};
+use crate::wire::{self, frame, Message};
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A fuzz target: arbitrary bytes in, no panic out.
+pub type Target = fn(&[u8]);
+
+/// The targets by name, for the corpus replay and the runner script.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("frame", frame_decoder),
+    ("message", message),
+    ("command", command_model),
+    ("hello_rewrite", hello_rewrite),
+    ("analysis", analysis),
+];
+
+/// The framing the forwarding loops use on every read: a stream of bytes
+/// split into messages, or an error, never a panic.
+pub fn frame_decoder(data: &[u8]) {
+    let mut at = 0;
+    loop {
+        let _ = frame::expected_len(&data[at..]);
+        match frame::check(&data[at..]) {
+            Ok(Some(len)) => {
+                assert!(len >= wire::HEADER_LEN && at + len <= data.len());
+                at += len;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = e.kind();
+                let _ = frame::sniff_foreign(&data[at..]);
+                break;
+            }
+        }
+    }
+}
+
+/// OP_MSG / OP_QUERY / OP_REPLY / OP_COMPRESSED parsing, checksums,
+/// sections and (bounded) decompression.
+pub fn message(data: &[u8]) {
+    let Ok(parsed) = Message::parse(data) else {
+        return;
+    };
+    let _ = wire::command_name(&parsed);
+    match &parsed {
+        Message::Msg(m) => {
+            let _ = wire::op_msg::verify_checksum(data);
+            for s in m.sequences() {
+                let _ = s.identifier_str();
+                for d in s.documents() {
+                    let _ = d.map(|d| d.len());
+                }
+            }
+        }
+        Message::Compressed(c) => {
+            if let Ok(inner) = c.decompress() {
+                // The declared size bounds what was inflated.
+                assert!(inner.len() <= 48_000_000 + wire::HEADER_LEN);
+                message(&inner);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The command model and shapes over whatever parses as a message.
+pub fn command_model(data: &[u8]) {
+    let Ok(message) = Message::parse(data) else {
+        return;
+    };
+    if let Some(cmd) = command::Command::parse(&message) {
+        let _ = cmd.namespace();
+        let _ = (cmd.filter(), cmd.projection(), cmd.sort(), cmd.limit());
+        let _ = (cmd.hint(), cmd.comment(), cmd.pipeline(), cmd.cursor_id());
+        let _ = (cmd.documents(), cmd.updates(), cmd.killed_cursors());
+        let _ = cmd.shard_key();
+        let s = shape::of_command(&cmd);
+        assert!(!s.text.is_empty());
+    }
+    if let Some(reply) = command::Reply::parse(&message) {
+        let _ = (reply.ok(), reply.code(), reply.n(), reply.value());
+        let _ = reply.write_error_codes();
+        let _ = reply.cursor().map(|c| c.documents.len());
+    }
+}
+
+/// The one place wirelint writes bytes of its own into the stream: a
+/// rewritten hello reply must be a valid message of the same kind.
+pub fn hello_rewrite(data: &[u8]) {
+    if frame::check(data).ok().flatten() != Some(data.len()) {
+        return;
+    }
+    if let Some(rewritten) = crate::proxy::topology::rewrite_hello_reply(data) {
+        assert_eq!(
+            frame::check(&rewritten).ok().flatten(),
+            Some(rewritten.len()),
+            "a rewritten hello reply must frame"
+        );
+        let parsed = Message::parse(&rewritten).expect("a rewritten hello reply must parse");
+        assert_eq!(parsed.opcode(), Message::parse(data).unwrap().opcode());
+        if let Message::Msg(m) = parsed {
+            if m.checksum.is_some() {
+                wire::op_msg::verify_checksum(&rewritten).expect("checksum recomputed");
+            }
+        }
+    }
+}
+
+/// The whole analysis of arbitrary messages (every rule on): the bytes are
+/// offered as a request, then as its reply, then as a request and reply
+/// split at the first message boundary, the way the workers see them.
+pub fn analysis(data: &[u8]) {
+    let stats = Stats::default();
+    let knowledge = Arc::new(Mutex::new(Knowledge::new(
+        RuleSettings::default(),
+        false,
+        Caps::default(),
+    )));
+    let mut engine = Engine::new(knowledge, None);
+    let at = Instant::now();
+    let bytes = Bytes::copy_from_slice(data);
+    for direction in [Direction::Request, Direction::Reply] {
+        if let Some(frame) = crate::analysis::decode(1, direction, &bytes, &stats) {
+            engine.message(1, direction, at, frame);
+        }
+    }
+    if let Ok(Some(len)) = frame::check(data) {
+        let (request, reply) = (bytes.slice(..len), bytes.slice(len..));
+        for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
+            if let Some(frame) = crate::analysis::decode(2, direction, &frame, &stats) {
+                engine.message(2, direction, at, frame);
+            }
+        }
+    }
+    engine.tick(at);
+    engine.closed(1);
+    engine.flush();
+}
