@@ -282,6 +282,59 @@ async fn tls_on_the_client_side() {
     proxy.shutdown().await;
 }
 
+/// What `openssl s_client` negotiates with wirelint's TLS port when
+/// limited to `version` (e.g. "-tls1_1"): the protocol and cipher, or None
+/// when the handshake fails.
+fn openssl_handshake(port: u16, version: &str, ca: &std::path::Path) -> Option<String> {
+    // SECLEVEL=0: Debian's OpenSSL would otherwise refuse TLS 1.0/1.1 on
+    // the client side, and a refusal must come from wirelint to mean
+    // anything (with it, `openssl s_server -tls1_1` is reached).
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), version])
+        .args(["-cipher", "DEFAULT:@SECLEVEL=0"])
+        .arg("-CAfile")
+        .arg(ca)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl (Debian's openssl package) runs the TLS version checks");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.contains("Cipher is"))?.trim().to_string();
+    (!line.contains("(NONE)")).then_some(line)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_client_side_speaks_only_tls_1_2_and_1_3_with_aead_ciphers() {
+    let certs = common::make_certs();
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.tls = Some(wirelint::config::ClientTls {
+        cert: certs.server_cert.clone(),
+        key: certs.server_key.clone(),
+        client_ca: None,
+    });
+    let proxy = common::proxy_with(settings).await;
+    let port = proxy.local_addr().port();
+    let ca = certs.ca.clone();
+    let results = tokio::task::spawn_blocking(move || {
+        ["-tls1", "-tls1_1", "-tls1_2", "-tls1_3"]
+            .map(|v| (v, openssl_handshake(port, v, &ca)))
+    })
+    .await
+    .unwrap();
+    for (version, negotiated) in &results {
+        println!("{version}: {negotiated:?}");
+    }
+    assert!(results[0].1.is_none() && results[1].1.is_none(), "TLS 1.0/1.1 accepted: {results:?}");
+    for (version, negotiated) in &results[2..] {
+        let line = negotiated.as_deref().unwrap_or_else(|| panic!("{version} refused"));
+        assert!(
+            line.contains("GCM") || line.contains("CHACHA20"),
+            "{version}: not an AEAD cipher: {line}"
+        );
+    }
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_client_certificates_when_a_client_ca_is_set() {
     let certs = common::make_certs();
