@@ -290,7 +290,12 @@ fn openssl_handshake(port: u16, version: &str, ca: &std::path::Path) -> Option<S
     // the client side, and a refusal must come from wirelint to mean
     // anything (with it, `openssl s_server -tls1_1` is reached).
     let out = std::process::Command::new("openssl")
-        .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), version])
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            version,
+        ])
         .args(["-cipher", "DEFAULT:@SECLEVEL=0"])
         .arg("-CAfile")
         .arg(ca)
@@ -298,7 +303,11 @@ fn openssl_handshake(port: u16, version: &str, ca: &std::path::Path) -> Option<S
         .output()
         .expect("openssl (Debian's openssl package) runs the TLS version checks");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let line = text.lines().find(|l| l.contains("Cipher is"))?.trim().to_string();
+    let line = text
+        .lines()
+        .find(|l| l.contains("Cipher is"))?
+        .trim()
+        .to_string();
     (!line.contains("(NONE)")).then_some(line)
 }
 
@@ -316,17 +325,21 @@ async fn tls_client_side_speaks_only_tls_1_2_and_1_3_with_aead_ciphers() {
     let port = proxy.local_addr().port();
     let ca = certs.ca.clone();
     let results = tokio::task::spawn_blocking(move || {
-        ["-tls1", "-tls1_1", "-tls1_2", "-tls1_3"]
-            .map(|v| (v, openssl_handshake(port, v, &ca)))
+        ["-tls1", "-tls1_1", "-tls1_2", "-tls1_3"].map(|v| (v, openssl_handshake(port, v, &ca)))
     })
     .await
     .unwrap();
     for (version, negotiated) in &results {
         println!("{version}: {negotiated:?}");
     }
-    assert!(results[0].1.is_none() && results[1].1.is_none(), "TLS 1.0/1.1 accepted: {results:?}");
+    assert!(
+        results[0].1.is_none() && results[1].1.is_none(),
+        "TLS 1.0/1.1 accepted: {results:?}"
+    );
     for (version, negotiated) in &results[2..] {
-        let line = negotiated.as_deref().unwrap_or_else(|| panic!("{version} refused"));
+        let line = negotiated
+            .as_deref()
+            .unwrap_or_else(|| panic!("{version} refused"));
         assert!(
             line.contains("GCM") || line.contains("CHACHA20"),
             "{version}: not an AEAD cipher: {line}"

@@ -322,6 +322,23 @@ pub fn render_metrics(state: &AdminState) -> String {
     }
     family(
         &mut out,
+        "wirelint_analysis_state_entries",
+        "gauge",
+        "Entries in each table the analysis keeps (each capped by [limits]).",
+    );
+    let sizes = state
+        .knowledge
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .table_sizes();
+    for (table, n) in sizes {
+        let _ = writeln!(
+            out,
+            "wirelint_analysis_state_entries{{table=\"{table}\"}} {n}"
+        );
+    }
+    family(
+        &mut out,
         "wirelint_findings",
         "gauge",
         "Distinct findings, by rule and severity.",

@@ -49,6 +49,19 @@ pub struct Knowledge {
 }
 
 impl Knowledge {
+    /// Entries held per table (each capped by `[limits]`): what a soak
+    /// watches to see that memory stays bounded.
+    pub fn table_sizes(&self) -> [(&'static str, usize); 6] {
+        [
+            ("patterns", self.patterns.patterns.len()),
+            ("shapes", self.patterns.shapes.len()),
+            ("namespaces", self.namespaces.map.len()),
+            ("document_ids", self.namespaces.ids.len()),
+            ("cursors", self.cursors.len()),
+            ("findings", self.findings.len()),
+        ]
+    }
+
     pub fn new(settings: RuleSettings, show_values: bool, caps: Caps) -> Knowledge {
         Knowledge::with_keys(settings, show_values, caps, PartitionKeys::default())
     }

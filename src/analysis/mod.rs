@@ -325,3 +325,47 @@ fn validate_bson(doc: &[u8]) -> Result<(), wire::WireError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker that falls behind makes the queue drop (and count) what
+    /// exceeds its byte budget; nothing waits and memory stays bounded.
+    #[test]
+    fn a_flood_of_large_messages_is_dropped_beyond_the_byte_budget() {
+        let stats = Arc::new(Stats::default());
+        let settings = AnalysisSettings {
+            queue_bytes: 1 << 20,
+            ..AnalysisSettings::default()
+        };
+        let knowledge = Arc::new(Mutex::new(Knowledge::new(
+            Default::default(),
+            false,
+            Default::default(),
+        )));
+        let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge);
+        let big = Bytes::from(vec![0u8; 512 << 10]);
+        {
+            // The worker stalls on this lock, as a slow analysis would.
+            let _stalled = stats.analysis.lock().unwrap();
+            for _ in 0..10 {
+                queue.offer(1, Direction::Request, Instant::now(), big.clone());
+            }
+            let (enqueued, dropped) = (
+                stats.analysis_enqueued.load(Relaxed),
+                stats.analysis_dropped.load(Relaxed),
+            );
+            assert_eq!(enqueued + dropped, 10);
+            // One taken by the stalled worker, two waiting (1 MiB), the rest dropped.
+            assert!(dropped >= 7, "dropped {dropped}");
+            assert!(queue.queued_bytes.load(Relaxed) <= 1 << 20);
+        }
+        drop(queue);
+        workers.join();
+        assert_eq!(
+            stats.analysis_processed.load(Relaxed),
+            stats.analysis_enqueued.load(Relaxed)
+        );
+    }
+}
