@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what the tests need first (each step is skipped
 # when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo (PyPI),
-# the Node driver and mongosh (npm, into tests/drivers/node).
+# the Node driver and mongosh (npm, into tests/drivers/node), cargo-deny
+# (crates.io).
 #
 #   scripts/test.sh [cargo test args…]
 #
@@ -34,6 +35,25 @@ cargo clippy --locked --all-targets --quiet -- -D warnings
 
 step "cargo test"
 cargo test --locked "$@"
+
+step "cargo deny (dependencies: licenses, bans, sources, advisories)"
+if ! command -v cargo-deny >/dev/null 2>&1; then
+  cargo install --locked --quiet cargo-deny@0.20
+fi
+cargo deny --log-level error check licenses bans sources
+if ! cargo deny --log-level error check advisories 2>/tmp/wirelint-deny-advisories.log; then
+  if grep -qiE "failed to fetch|unable to access|could not resolve|network|403|connect" /tmp/wirelint-deny-advisories.log; then
+    echo "cargo deny advisories: NOT CHECKED, not passed: the RustSec advisory database (github.com) is unreachable from this machine." >&2
+  else
+    cat /tmp/wirelint-deny-advisories.log >&2
+    exit 1
+  fi
+fi
+
+step "benchmarks: a few seconds as a smoke check (figures printed, nothing asserted)"
+cargo build --locked --release --quiet --bin wirelint
+cargo bench --locked --quiet --bench proxy -- --seconds 0.2 --rounds 1 --conns 1 --ferretdb-conns 1 --scale 100 | tail -4
+cargo bench --locked --quiet --bench analysis -- --sample-count 3 >/dev/null
 
 step "testcontainers"
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then

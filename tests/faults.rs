@@ -259,3 +259,48 @@ async fn clients_vanishing_mid_reply_affect_nobody_else() {
     let stats = proxy.shutdown().await;
     assert_eq!(stats.analysis_panics, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_never_accepts_trips_the_connect_timeout() {
+    // A listener whose accept queue is full: further SYNs go unanswered,
+    // as with an overloaded or half-dead server.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    socket.listen(0).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(addr)).await
+        {
+            fillers.push(s);
+        }
+    }
+    let mut settings = common::settings(&format!("mongodb://{addr}/"));
+    settings.connect_timeout = Duration::from_secs(1);
+    let proxy = common::proxy_with(settings).await;
+    let started = Instant::now();
+    // The driver retries until its server-selection timeout (2 s here);
+    // what it reports is wirelint's answer to each attempt.
+    let err = common::ping(&proxy.connection_string(), Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    let text = err.to_string();
+    println!("after {took:?}: {text}");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert!(
+        text.contains(&format!(
+            "wirelint: upstream {addr} did not accept a connection within 1s"
+        )),
+        "{text}"
+    );
+    drop(fillers);
+}
