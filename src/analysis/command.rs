@@ -572,29 +572,33 @@ impl<'a> Reply<'a> {
     }
 
     pub fn cursor(&self) -> Option<CursorBatch<'a>> {
-        let cursor = self.body.get_document("cursor").ok()?;
-        let id = cursor
-            .get("id")
-            .ok()
-            .flatten()
-            .and_then(number)
-            .unwrap_or(0);
-        let batch = cursor
-            .get_array("firstBatch")
-            .or_else(|_| cursor.get_array("nextBatch"))
-            .ok();
-        Some(CursorBatch {
-            id,
-            ns: cursor.get_str("ns").ok(),
-            documents: batch
-                .map(|a| {
-                    a.into_iter()
-                        .flatten()
-                        .filter_map(RawBsonRef::as_document)
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
+        // Walked on raw bytes: a batch can hold many documents, and only
+        // their bounds are needed here.
+        use crate::wire::bson_walk::elements;
+        let cursor = elements(self.body.as_bytes())
+            .map_while(Result::ok)
+            .find(|e| e.key == b"cursor" && e.element_type == 0x03)?;
+        let mut batch = CursorBatch {
+            id: 0,
+            ns: None,
+            documents: Vec::new(),
+        };
+        for e in elements(cursor.value).map_while(Result::ok) {
+            match (e.key, e.element_type) {
+                (b"id", 0x12) => batch.id = i64::from_le_bytes(e.value.try_into().ok()?),
+                (b"id", 0x10) => batch.id = i32::from_le_bytes(e.value.try_into().ok()?) as i64,
+                (b"ns", _) => batch.ns = e.as_str(),
+                (b"firstBatch" | b"nextBatch", 0x04) => {
+                    batch.documents = elements(e.value)
+                        .map_while(Result::ok)
+                        .filter(|d| d.element_type == 0x03)
+                        .filter_map(|d| RawDocument::from_bytes(d.value).ok())
+                        .collect();
+                }
+                _ => {}
+            }
+        }
+        Some(batch)
     }
 
     /// findAndModify's `value`.

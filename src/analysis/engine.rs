@@ -19,6 +19,9 @@ use crate::stats::Direction;
 use crate::wire::{op_msg, Message};
 use bytes::Bytes;
 use std::collections::HashMap;
+
+/// A map keyed by what the traffic brings, hashed fast (see `state::Lru`).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -143,7 +146,7 @@ impl Pending {
 
 #[derive(Default)]
 struct ConnState {
-    pending: HashMap<i32, Pending>,
+    pending: FastMap<i32, Pending>,
     current: Option<Invocation>,
     last_activity: Option<Instant>,
     /// The last list read on this connection, for N+1 detection.
@@ -157,7 +160,7 @@ struct Lead {
     origin: Origin,
     docs: u64,
     values: std::collections::HashSet<u64>,
-    follow_ups: HashMap<(String, String), u64>,
+    follow_ups: FastMap<(String, String), u64>,
 }
 
 /// Values hashed per leading reply, at most.
@@ -174,7 +177,7 @@ const INVOCATION_IDLE: Duration = Duration::from_millis(500);
 const MAX_PATTERN_NAME: usize = 80;
 
 pub struct Engine {
-    conns: HashMap<u64, ConnState>,
+    conns: FastMap<u64, ConnState>,
     knowledge: Arc<Mutex<Knowledge>>,
     live: Option<fn(&FindingEvent)>,
 }
@@ -182,7 +185,7 @@ pub struct Engine {
 impl Engine {
     pub fn new(knowledge: Arc<Mutex<Knowledge>>, live: Option<fn(&FindingEvent)>) -> Engine {
         Engine {
-            conns: HashMap::new(),
+            conns: FastMap::default(),
             knowledge,
             live,
         }
@@ -402,7 +405,7 @@ impl Engine {
                 origin: origin.clone(),
                 docs: docs.len() as u64,
                 values,
-                follow_ups: HashMap::new(),
+                follow_ups: FastMap::default(),
             });
         }
         let docs_n = docs.len() as u64;
