@@ -38,7 +38,7 @@ cargo test --locked "$@"
 
 step "cargo deny (dependencies: licenses, bans, sources, advisories)"
 if ! command -v cargo-deny >/dev/null 2>&1; then
-  cargo install --locked --quiet cargo-deny@0.20
+  cargo install --locked --quiet cargo-deny --version "^0.20"
 fi
 cargo deny --log-level error check licenses bans sources
 if ! cargo deny --log-level error check advisories 2>/tmp/wirelint-deny-advisories.log; then
