@@ -244,17 +244,24 @@ async fn compressed_messages_are_decoded_by_the_analysis_side() {
     assert_eq!(stats.messages["request OP_COMPRESSED"], 3);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tls_on_the_client_side() {
-    let certs = common::make_certs();
-    let backend = Backend::shared();
-    let mut settings = common::settings(&backend.uri());
+/// wirelint with a TLS listener (the shared FerretDB behind it).
+async fn tls_proxy(
+    certs: &common::Certs,
+    client_ca: Option<std::path::PathBuf>,
+) -> wirelint::Proxy {
+    let mut settings = common::settings(&Backend::shared().uri());
     settings.tls = Some(wirelint::config::ClientTls {
         cert: certs.server_cert.clone(),
         key: certs.server_key.clone(),
-        client_ca: None,
+        client_ca,
     });
-    let proxy = common::proxy_with(settings).await;
+    common::proxy_with(settings).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_on_the_client_side() {
+    let certs = common::make_certs();
+    let proxy = tls_proxy(&certs, None).await;
     let port = proxy.local_addr().port();
     let uri = format!(
         "mongodb://localhost:{port}/?tls=true&tlsCAFile={}",
@@ -314,14 +321,7 @@ fn openssl_handshake(port: u16, version: &str, ca: &std::path::Path) -> Option<S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_client_side_speaks_only_tls_1_2_and_1_3_with_aead_ciphers() {
     let certs = common::make_certs();
-    let backend = Backend::shared();
-    let mut settings = common::settings(&backend.uri());
-    settings.tls = Some(wirelint::config::ClientTls {
-        cert: certs.server_cert.clone(),
-        key: certs.server_key.clone(),
-        client_ca: None,
-    });
-    let proxy = common::proxy_with(settings).await;
+    let proxy = tls_proxy(&certs, None).await;
     let port = proxy.local_addr().port();
     let ca = certs.ca.clone();
     let results = tokio::task::spawn_blocking(move || {
@@ -351,14 +351,7 @@ async fn tls_client_side_speaks_only_tls_1_2_and_1_3_with_aead_ciphers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_client_certificates_when_a_client_ca_is_set() {
     let certs = common::make_certs();
-    let backend = Backend::shared();
-    let mut settings = common::settings(&backend.uri());
-    settings.tls = Some(wirelint::config::ClientTls {
-        cert: certs.server_cert.clone(),
-        key: certs.server_key.clone(),
-        client_ca: Some(certs.ca.clone()),
-    });
-    let proxy = common::proxy_with(settings).await;
+    let proxy = tls_proxy(&certs, Some(certs.ca.clone())).await;
     let port = proxy.local_addr().port();
     let with_cert = format!(
         "mongodb://localhost:{port}/?tls=true&tlsCAFile={}&tlsCertificateKeyFile={}",
