@@ -127,14 +127,10 @@ impl Wirelint {
     }
 }
 
-async fn round_trip(s: &mut TcpStream, request: &[u8], buf: &mut Vec<u8>) -> std::io::Result<()> {
+/// Sends a request and reads its reply (wirelint's own frame reader).
+async fn round_trip(s: &mut TcpStream, request: &[u8]) -> std::io::Result<()> {
     s.write_all(request).await?;
-    buf.resize(16, 0);
-    s.read_exact(&mut buf[..16]).await?;
-    let len = i32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
-    buf.resize(len, 0);
-    s.read_exact(&mut buf[16..]).await?;
-    Ok(())
+    wirelint::proxy::upstream::read_frame(s).await.map(drop)
 }
 
 /// One client: a mixed workload over many shapes, reconnecting every 200
@@ -146,7 +142,6 @@ async fn client(
     ops: Arc<AtomicU64>,
     errors: Arc<AtomicU64>,
 ) {
-    let mut buf = Vec::new();
     let mut n: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut s) = TcpStream::connect(addr).await else {
@@ -179,7 +174,7 @@ async fn client(
             };
             let body = mongodb::bson::RawDocumentBuf::try_from(&body).unwrap();
             let request = op_msg::encode(n as i32, 0, 0, body.as_bytes(), &[]);
-            match round_trip(&mut s, &request, &mut buf).await {
+            match round_trip(&mut s, &request).await {
                 Ok(()) => ops.fetch_add(1, Ordering::Relaxed),
                 Err(_) => {
                     errors.fetch_add(1, Ordering::Relaxed);
@@ -286,13 +281,12 @@ async fn soak_then_flood_memory_and_descriptors_stay_flat() {
         let (addr, stop) = (proxy.addr, stop.clone());
         flooders.push(tokio::spawn(async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
-            let mut buf = Vec::new();
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
                 let body = rawdoc! {"insert": "flood", "documents": [{"_id": i * 100_000 + n, "blob": "z".repeat(4 << 20)}], "$db": "soak"};
                 let request = op_msg::encode(n, 0, 0, body.as_bytes(), &[]);
-                round_trip(&mut s, &request, &mut buf).await.unwrap();
+                round_trip(&mut s, &request).await.unwrap();
             }
             n
         }));
@@ -305,14 +299,13 @@ async fn soak_then_flood_memory_and_descriptors_stay_flat() {
         &[],
     );
     let mut probe = TcpStream::connect(proxy.addr).await.unwrap();
-    let mut buf = Vec::new();
     let mut worst_rss = rss_before;
     let mut pings = Vec::new();
     let flood_for = Duration::from_secs((seconds / 4).clamp(10, 120));
     let flood_started = Instant::now();
     while flood_started.elapsed() < flood_for {
         let t = Instant::now();
-        round_trip(&mut probe, &ping, &mut buf).await.unwrap();
+        round_trip(&mut probe, &ping).await.unwrap();
         pings.push(t.elapsed());
         worst_rss = worst_rss.max(proxy.rss());
         tokio::time::sleep(Duration::from_millis(50)).await;
