@@ -21,7 +21,8 @@ use bytes::Bytes;
 use divan::{AllocProfiler, Bencher};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use wirelint::analysis::engine::{Engine, Knowledge};
+use wirelint::analysis::engine::Engine;
+use wirelint::analysis::knowledge::Knowledge;
 use wirelint::analysis::state::Caps;
 use wirelint::rules::RuleSettings;
 use wirelint::stats::Direction;
@@ -54,6 +55,7 @@ const PAIRS: [(&str, &[u8], &[u8]); 4] = [
 
 fn engine() -> Engine {
     let knowledge = Arc::new(Mutex::new(Knowledge::new(
+        wirelint::rules::all(),
         RuleSettings::default(),
         false,
         Caps::default(),

@@ -5,7 +5,8 @@
 //!
 //! `scripts/fuzz.sh` runs them under libFuzzer.
 
-use crate::analysis::engine::{Engine, Knowledge};
+use crate::analysis::engine::Engine;
+use crate::analysis::knowledge::Knowledge;
 use crate::analysis::state::Caps;
 use crate::analysis::{command, shape};
 use crate::rules::RuleSettings;
@@ -130,6 +131,7 @@ pub fn hello_rewrite(data: &[u8]) {
 pub fn analysis(data: &[u8]) {
     let stats = Stats::default();
     let knowledge = Arc::new(Mutex::new(Knowledge::new(
+        crate::rules::all(),
         RuleSettings::default(),
         false,
         Caps::default(),

@@ -24,6 +24,7 @@
 
 pub mod admin;
 pub mod analysis;
+pub mod app;
 pub mod cli;
 pub mod config;
 #[doc(hidden)]
@@ -34,6 +35,6 @@ pub mod rules;
 pub mod stats;
 pub mod wire;
 
+pub use app::Proxy;
 pub use config::ProxySettings;
-pub use proxy::Proxy;
 pub use stats::StatsSnapshot;

@@ -304,7 +304,7 @@ async fn rules_are_configured_per_rule_and_per_namespace() {
     let file = wirelint::config::FileConfig::load(&path).unwrap();
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
-    settings.analysis.rules = wirelint::rules::settings_from_config(&file, &path).unwrap();
+    settings.analysis.rules = wirelint::config::rule_settings(&file, &path).unwrap();
     let proxy = common::proxy_with(settings).await;
     let c = common::client(&proxy.connection_string()).await;
     let tiny = c.database("cfg_test").collection::<Document>("tiny");
@@ -335,7 +335,7 @@ async fn rules_are_configured_per_rule_and_per_namespace() {
     // Unknown rules and thresholds are errors naming the file and key.
     std::fs::write(&path, "[rules.WL103]\nwarm = 5\n").unwrap();
     let file = wirelint::config::FileConfig::load(&path).unwrap();
-    let err = wirelint::rules::settings_from_config(&file, &path)
+    let err = wirelint::config::rule_settings(&file, &path)
         .unwrap_err()
         .to_string();
     assert!(
@@ -346,7 +346,7 @@ async fn rules_are_configured_per_rule_and_per_namespace() {
     );
     std::fs::write(&path, "[rules.WL999]\nenabled = false\n").unwrap();
     let file = wirelint::config::FileConfig::load(&path).unwrap();
-    let err = wirelint::rules::settings_from_config(&file, &path)
+    let err = wirelint::config::rule_settings(&file, &path)
         .unwrap_err()
         .to_string();
     assert!(err.contains("WL999") && err.contains("WL103"), "{err}");

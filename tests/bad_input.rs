@@ -604,7 +604,7 @@ fn rss_bytes() -> u64 {
 async fn hostile_clients_affect_only_their_own_connection() {
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
-    settings.idle_timeout = Some(Duration::from_secs(2));
+    settings.forward.idle_timeout = Some(Duration::from_secs(2));
     let proxy = common::proxy_with(settings).await;
     let client = mongodb::Client::with_uri_str(proxy.connection_string())
         .await

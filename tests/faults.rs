@@ -284,7 +284,7 @@ async fn a_backend_that_never_accepts_trips_the_connect_timeout() {
         }
     }
     let mut settings = common::settings(&format!("mongodb://{addr}/"));
-    settings.connect_timeout = Duration::from_secs(1);
+    settings.forward.connect_timeout = Duration::from_secs(1);
     let proxy = common::proxy_with(settings).await;
     let started = Instant::now();
     // The driver retries until its server-selection timeout (2 s here);

@@ -250,7 +250,7 @@ async fn tls_proxy(
     client_ca: Option<std::path::PathBuf>,
 ) -> wirelint::Proxy {
     let mut settings = common::settings(&Backend::shared().uri());
-    settings.tls = Some(wirelint::config::ClientTls {
+    settings.forward.tls = Some(wirelint::config::ClientTls {
         cert: certs.server_cert.clone(),
         key: certs.server_key.clone(),
         client_ca,
@@ -432,7 +432,7 @@ async fn replica_set_upstream_keeps_drivers_on_wirelint() {
     // Control: without the rewrite the same driver finds the member and
     // connects to it directly — the check above can fail.
     let mut settings = common::settings(&upstream);
-    settings.rewrite_topology = false;
+    settings.forward.rewrite_topology = false;
     let plain = common::proxy_with(settings).await;
     let seen = common::servers_seen(&plain.connection_string()).await;
     assert!(seen.contains(&backend.addr()), "{seen:?}");
@@ -463,7 +463,7 @@ async fn connection_limit_refuses_extra_connections_with_a_log_line() {
     use tokio::io::AsyncReadExt;
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
-    settings.max_connections = 2;
+    settings.forward.max_connections = 2;
     let proxy = common::proxy_with(settings).await;
     let _a = tokio::net::TcpStream::connect(proxy.local_addr())
         .await
@@ -534,7 +534,7 @@ async fn upstream_timeout_fires_when_the_backend_stops_answering() {
         }
     });
     let mut settings = common::settings(&format!("mongodb://{silent_addr}/"));
-    settings.upstream_timeout = Some(Duration::from_millis(300));
+    settings.forward.upstream_timeout = Some(Duration::from_millis(300));
     let proxy = common::proxy_with(settings).await;
     let mut s = tokio::net::TcpStream::connect(proxy.local_addr())
         .await
@@ -570,7 +570,7 @@ async fn idle_timeout_closes_silent_connections() {
     use tokio::io::AsyncReadExt;
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
-    settings.idle_timeout = Some(Duration::from_millis(300));
+    settings.forward.idle_timeout = Some(Duration::from_millis(300));
     let proxy = common::proxy_with(settings).await;
     let mut s = tokio::net::TcpStream::connect(proxy.local_addr())
         .await

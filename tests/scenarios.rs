@@ -47,7 +47,7 @@ async fn run(name: &str) -> wirelint::report::Report {
 
     let backend = Backend::start(Default::default());
     let mut settings = common::settings(&backend.uri());
-    settings.analysis.rules = wirelint::rules::settings_from_config(&config, &config_path).unwrap();
+    settings.analysis.rules = wirelint::config::rule_settings(&config, &config_path).unwrap();
     settings.analysis.partition_keys = config.partition_keys();
     config.limits.apply(&mut settings.analysis.caps);
     let proxy = common::proxy_with(settings).await;

@@ -4,7 +4,7 @@
 //! path but the counters. With a token (`--admin-token`), every endpoint
 //! but `/healthz` asks for `Authorization: Bearer <token>`.
 
-use crate::analysis::engine::Knowledge;
+use crate::analysis::knowledge::Knowledge;
 use crate::report::Report;
 use crate::stats::Stats;
 use axum::extract::State;
@@ -14,7 +14,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 #[derive(Clone)]
 pub struct AdminState {
@@ -31,6 +34,46 @@ impl AdminState {
         let k = self.knowledge.lock().unwrap_or_else(|p| p.into_inner());
         Report::build(&k, &snapshot, &self.upstream)
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve the admin HTTP endpoints on {addr}: {source}")]
+pub struct BindError {
+    addr: String,
+    source: std::io::Error,
+}
+
+/// Binds the admin HTTP server and serves it until shutdown.
+pub async fn serve(
+    addr: &str,
+    state: AdminState,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<SocketAddr, BindError> {
+    let listener = TcpListener::bind(addr).await.map_err(|source| BindError {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let local = listener.local_addr().map_err(|source| BindError {
+        addr: addr.to_string(),
+        source,
+    })?;
+    if !local.ip().is_loopback() && state.token.is_none() {
+        tracing::warn!(%local, "the admin endpoints are reachable from other hosts without a token; they show namespaces, shapes and findings (set WIRELINT_ADMIN_TOKEN to require one)");
+    }
+    let app = router(state);
+    tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::error!("admin HTTP server failed: {e}");
+        }
+    });
+    tracing::info!("admin endpoints on http://{local}/ (metrics, findings, patterns, healthz)");
+    Ok(local)
 }
 
 pub fn router(state: AdminState) -> Router {

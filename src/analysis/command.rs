@@ -507,6 +507,62 @@ fn update_spec(d: &RawDocument) -> UpdateSpec<'_> {
     }
 }
 
+/// `{$each: [...], $slice: N}`: a push that keeps the array bounded.
+pub fn is_sliced(value: RawBsonRef<'_>) -> bool {
+    match value {
+        RawBsonRef::Document(m) => {
+            m.get("$each").ok().flatten().is_some() && m.get("$slice").ok().flatten().is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The bucket pattern bounds the array through the filter instead of
+/// `$slice`: `{count: {$lt: 100}}` with `$inc: {count: 1}` in the same
+/// update, or `{"comments.99": {$exists: false}}`.
+pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -> bool {
+    let Some(filter) = filter else { return false };
+    let incremented: Vec<String> = update
+        .and_then(|u| u.get_document("$inc").ok())
+        .map(|inc| {
+            inc.iter()
+                .flatten()
+                .map(|(k, _)| k.as_str().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    filter.iter().flatten().any(|(field, cond)| {
+        let RawBsonRef::Document(cond) = cond else {
+            return false;
+        };
+        let bounded_counter = incremented.iter().any(|f| f == field.as_str())
+            && (cond.get("$lt").ok().flatten().is_some()
+                || cond.get("$lte").ok().flatten().is_some());
+        let index_absent = field
+            .as_str()
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.chars().all(|c| c.is_ascii_digit()))
+            && matches!(cond.get_bool("$exists"), Ok(false));
+        bounded_counter || index_absent
+    })
+}
+
+/// An update path in the folded form state uses: positional `$`, `$[]`
+/// and `$[name]` all become `$`, and array indexes too.
+pub fn fold_path(path: &str) -> String {
+    path.split('.')
+        .map(|part| {
+            if part.starts_with('$') || part.chars().all(|c| c.is_ascii_digit()) {
+                "$"
+            } else {
+                part
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 /// Any BSON number as i64.
 pub fn number(v: RawBsonRef<'_>) -> Option<i64> {
     match v {

@@ -1,7 +1,7 @@
 //! The analysis side: everything that reads messages, off the hot path.
 //!
 //! Sessions hand each forwarded message (a `Bytes`) to
-//! [`AnalysisQueue::offer`], which never waits and never makes a system
+//! the [`Tap`] [`AnalysisQueue`] implements, which never waits and never makes a system
 //! call: it pushes onto a bounded lock-free queue, and when a worker's queue
 //! is full the message is dropped and counted. Workers are plain threads
 //! that drain their queue and, when it is empty, sleep for a millisecond
@@ -15,25 +15,70 @@
 //! OP_MSG checksums) and counts it by opcode, command name and compressor;
 //! then hands it to its [`engine::Engine`]: the [`command`] model, pairing
 //! with replies, [`shape`]s, access [`patterns`], namespace [`state`] and the
-//! rules, whose findings land in the shared [`engine::Knowledge`].
+//! rules, whose findings land in the shared [`knowledge::Knowledge`].
 
 pub mod command;
 pub mod engine;
+pub mod findings;
+pub mod knowledge;
 pub mod partition;
 pub mod patterns;
+pub mod rule;
 pub mod shape;
 pub mod state;
 
-use crate::config::AnalysisSettings;
+use crate::proxy::Tap;
 use crate::stats::{AnalysisCounters, Direction, Stats};
 use crate::wire::{self, Message};
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
-use engine::{Engine, Knowledge};
+use engine::Engine;
+use knowledge::Knowledge;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The analysis side's resources.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub enabled: bool,
+    /// Messages waiting for analysis, across all workers. When it is full,
+    /// new messages are dropped (and counted), never waited for.
+    pub queue_capacity: usize,
+    /// Bytes of messages waiting for analysis, at most (beyond, dropped and
+    /// counted): what bounds memory when large documents flood in.
+    pub queue_bytes: usize,
+    /// Worker threads; each owns the connections hashed to it, so the
+    /// messages of one connection are analysed in order.
+    pub workers: usize,
+    /// Rules enabled, their severities and thresholds.
+    pub rules: rule::RuleSettings,
+    /// Allow literal values (e.g. example ids) in findings.
+    pub show_values: bool,
+    /// Called for each new or escalated finding (the CLI prints a line).
+    pub live: Option<fn(&findings::FindingEvent)>,
+    /// How much per-namespace state is kept (LRU-capped).
+    pub caps: state::Caps,
+    /// Partition keys from the config file: namespace → key paths.
+    pub partition_keys: Vec<(String, Vec<String>)>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            enabled: true,
+            queue_capacity: 16_384,
+            queue_bytes: 64 << 20,
+            workers: 1,
+            rules: rule::RuleSettings::default(),
+            show_values: false,
+            live: None,
+            caps: state::Caps::default(),
+            partition_keys: Vec::new(),
+        }
+    }
+}
 
 /// What a worker receives.
 pub enum Event {
@@ -88,7 +133,7 @@ impl AnalysisWorkers {
 
 impl AnalysisQueue {
     pub fn start(
-        settings: &AnalysisSettings,
+        settings: &Settings,
         stats: Arc<Stats>,
         knowledge: Arc<Mutex<Knowledge>>,
     ) -> (AnalysisQueue, AnalysisWorkers) {
@@ -130,14 +175,28 @@ impl AnalysisQueue {
         )
     }
 
+    /// Sends a tick to every worker.
+    pub fn tick(&self) {
+        for shard in self.shards.iter() {
+            let _ = shard.push(Event::Tick);
+        }
+    }
+
+    fn shard(&self, conn: u64) -> &ArrayQueue<Event> {
+        &self.shards[(conn % self.shards.len() as u64) as usize]
+    }
+}
+
+/// The proxy hands every forwarded message to the analysis through this.
+impl Tap for AnalysisQueue {
     /// Whether analysis is on (a session skips the hand-off otherwise).
-    pub fn enabled(&self) -> bool {
+    fn enabled(&self) -> bool {
         !self.shards.is_empty()
     }
 
     /// Hands a message to its connection's worker, or drops it if that
     /// worker is behind. Never blocks.
-    pub fn offer(&self, conn: u64, direction: Direction, at: Instant, frame: Bytes) {
+    fn message(&self, conn: u64, direction: Direction, at: Instant, frame: Bytes) {
         if self.shards.is_empty() {
             return;
         }
@@ -164,21 +223,10 @@ impl AnalysisQueue {
 
     /// The connection ended. (If the queue is full this is dropped too; the
     /// engine's state is capped either way.)
-    pub fn closed(&self, conn: u64) {
+    fn closed(&self, conn: u64) {
         if !self.shards.is_empty() {
             let _ = self.shard(conn).push(Event::Closed { conn });
         }
-    }
-
-    /// Sends a tick to every worker.
-    pub fn tick(&self) {
-        for shard in self.shards.iter() {
-            let _ = shard.push(Event::Tick);
-        }
-    }
-
-    fn shard(&self, conn: u64) -> &ArrayQueue<Event> {
-        &self.shards[(conn % self.shards.len() as u64) as usize]
     }
 }
 
@@ -335,11 +383,12 @@ mod tests {
     #[test]
     fn a_flood_of_large_messages_is_dropped_beyond_the_byte_budget() {
         let stats = Arc::new(Stats::default());
-        let settings = AnalysisSettings {
+        let settings = Settings {
             queue_bytes: 1 << 20,
-            ..AnalysisSettings::default()
+            ..Settings::default()
         };
         let knowledge = Arc::new(Mutex::new(Knowledge::new(
+            Vec::new(),
             Default::default(),
             false,
             Default::default(),
@@ -350,7 +399,7 @@ mod tests {
             // The worker stalls on this lock, as a slow analysis would.
             let _stalled = stats.analysis.lock().unwrap();
             for _ in 0..10 {
-                queue.offer(1, Direction::Request, Instant::now(), big.clone());
+                queue.message(1, Direction::Request, Instant::now(), big.clone());
             }
             let (enqueued, dropped) = (
                 stats.analysis_enqueued.load(Relaxed),

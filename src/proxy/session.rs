@@ -122,7 +122,7 @@ where
     );
     let watchdog = watchdog(&ctx, &shared);
     tokio::pin!(requests, replies, watchdog);
-    let _closed = OnDrop(|| ctx.analysis.closed(conn));
+    let _closed = OnDrop(|| ctx.tap.closed(conn));
 
     tokio::select! {
         end = &mut requests => match end {
@@ -376,7 +376,7 @@ fn account(
             Direction::Reply if !more_to_come(message) => in_flight_delta -= 1,
             _ => {}
         }
-        if ctx.analysis.enabled() {
+        if ctx.tap.enabled() {
             // A small message is copied, so the read buffer is free to be
             // reused at once instead of staying pinned until analysed.
             let frame = if len <= COPY_FOR_ANALYSIS {
@@ -384,7 +384,7 @@ fn account(
             } else {
                 chunk.slice(start..start + len)
             };
-            ctx.analysis.offer(conn, direction, at, frame);
+            ctx.tap.message(conn, direction, at, frame);
         }
     }
     ctx.stats.frames[direction.index()].fetch_add(count, Relaxed);

@@ -8,17 +8,25 @@
 //!   off is possible, as in the drivers, and logged loudly.
 
 use super::uri::UpstreamTls;
-use crate::config::ClientTls;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// Client-facing TLS: the proxy's certificate and key, and optionally a CA
+/// that client certificates must chain to (then they are required).
+#[derive(Clone, Debug)]
+pub struct ClientTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

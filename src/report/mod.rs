@@ -11,7 +11,7 @@ pub mod live;
 pub mod sarif;
 pub mod table;
 
-use crate::analysis::engine::Knowledge;
+use crate::analysis::knowledge::Knowledge;
 use crate::analysis::patterns::{NamedBy, Partitions};
 use crate::rules::{Finding, Severity};
 use crate::stats::StatsSnapshot;

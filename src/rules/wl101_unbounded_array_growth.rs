@@ -7,7 +7,7 @@
 
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
-use crate::analysis::state::{fold_path, is_bucketed, is_sliced};
+use crate::analysis::command::{fold_path, is_bucketed, is_sliced};
 use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -95,14 +95,11 @@ impl Rule for UnboundedArrayGrowth {
             }
             if let Some(doc) = u.update.filter(|_| u.is_operator_update()) {
                 // Arrays of child ids are WL502's, with its own advice.
-                let ids: Vec<String> = super::wl502_growing_reference_array::pushed_child_ids(
-                    doc,
-                    op.namespace,
-                    cx.namespaces,
-                )
-                .into_iter()
-                .map(|(p, _)| p)
-                .collect();
+                let ids: Vec<String> =
+                    super::common::pushed_child_ids(doc, op.namespace, cx.namespaces)
+                        .into_iter()
+                        .map(|(p, _)| p)
+                        .collect();
                 appends.extend(
                     unbounded_appends(doc)
                         .into_iter()

@@ -3,6 +3,7 @@
 //! of the way to the 16 MiB BSON limit) an error. Seen on inserts,
 //! replacements and reads alike.
 
+use super::common::human_bytes;
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::state::Doc;
 use serde_json::json;
@@ -87,17 +88,5 @@ impl Rule for LargeDocument {
                 evidence,
             },
         );
-    }
-}
-
-pub fn human_bytes(n: u64) -> String {
-    const KIB: f64 = 1024.0;
-    let f = n as f64;
-    if f >= KIB * KIB {
-        format!("{:.1} MiB", f / KIB / KIB)
-    } else if f >= KIB {
-        format!("{:.1} KiB", f / KIB)
-    } else {
-        format!("{n} B")
     }
 }

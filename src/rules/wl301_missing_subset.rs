@@ -1,19 +1,15 @@
-//! WL301 missing-subset and WL302 slice-on-read (seed 001, subset pattern).
+//! WL301 missing-subset (seed 001, subset pattern).
 //!
-//! WL301: a read returns documents carrying a large embedded array — 50
+//! A read returns documents carrying a large embedded array — 50
 //! elements or more, or 64 KiB — that no projection dropped or sliced:
 //! every read moves the whole array although a page shows a few elements.
 //! Arrays the application bounds by design (`$push` with `$slice`, the
 //! bucket pattern) are not reported.
-//!
-//! WL302: the same read always projects `{arr: {$slice: N}}` on an array
-//! that is large in storage: the N are what the application needs, yet the
-//! whole array is still stored, loaded and kept in the document.
 
+use super::common::sliced_paths;
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
-use crate::analysis::command::{number, Kind};
-use crate::analysis::state::{fold_path, Doc};
-use bson::RawBsonRef;
+use crate::analysis::command::Kind;
+use crate::analysis::state::Doc;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -30,39 +26,6 @@ pub static MISSING: RuleMeta = RuleMeta {
         Threshold { name: "min_bytes", default: 65_536.0, help: "array size in bytes from which it counts as large" },
     ],
 };
-
-pub static SLICE: RuleMeta = RuleMeta {
-    id: "WL302",
-    name: "slice-on-read",
-    severity: Severity::Warning,
-    summary: "Reads always slice a large embedded array: the full array is stored and loaded to return a few elements.",
-    advice: "Store those N elements in the document itself (subset pattern) and move the rest of the array to its \
-             own collection; the read then needs no $slice and the document stays small.",
-    seed: "seed 001 (subset pattern)",
-    thresholds: &[
-        Threshold { name: "min_reads", default: 3.0, help: "reads with the same $slice before it is reported" },
-        Threshold { name: "min_elements", default: 50.0, help: "stored array length from which it counts as large" },
-    ],
-};
-
-/// `{path: {$slice: N}}` or `{path: {$slice: [skip, N]}}` in a projection.
-pub fn sliced_paths(projection: &bson::RawDocument) -> Vec<(String, i64)> {
-    let mut out = Vec::new();
-    for (path, spec) in projection.iter().flatten() {
-        let RawBsonRef::Document(spec) = spec else {
-            continue;
-        };
-        let n = match spec.get("$slice").ok().flatten() {
-            Some(RawBsonRef::Array(a)) => a.into_iter().flatten().nth(1).and_then(number),
-            Some(v) => number(v),
-            None => None,
-        };
-        if let Some(n) = n {
-            out.push((fold_path(path.as_str()), n.abs()));
-        }
-    }
-    out
-}
 
 #[derive(Default)]
 pub struct MissingSubset {
@@ -135,80 +98,12 @@ impl Rule for MissingSubset {
                         "`{}` ({} elements, {}) is returned whole by {}: no projection drops or slices it; embed the {suggested} most used and move the rest",
                         array.path,
                         array.len,
-                        super::wl103_large_document::human_bytes(array.bytes as u64),
+                        super::common::human_bytes(array.bytes as u64),
                         op.cmd.name
                     ),
                     evidence,
                 },
             );
         }
-    }
-}
-
-#[derive(Default)]
-pub struct SliceOnRead {
-    /// (namespace, shape, path) → reads.
-    reads: BTreeMap<(String, u64, String), u64>,
-}
-
-impl Rule for SliceOnRead {
-    fn meta(&self) -> &'static RuleMeta {
-        &SLICE
-    }
-
-    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
-        let Some(p) = op.cmd.projection() else { return };
-        for (path, n) in sliced_paths(p) {
-            let reads = self
-                .reads
-                .entry((op.namespace.to_string(), op.shape.hash, path.clone()))
-                .or_default();
-            *reads += 1;
-            let reads = *reads;
-            if (reads as f64) < cx.threshold(&SLICE, op.namespace, "min_reads") {
-                continue;
-            }
-            let stored = cx
-                .namespaces
-                .get(op.namespace)
-                .and_then(|ns| ns.arrays.get(&path))
-                .map_or(0, |a| a.lengths.max);
-            if (stored as f64) < cx.threshold(&SLICE, op.namespace, "min_elements") {
-                continue;
-            }
-            let mut evidence = BTreeMap::new();
-            evidence.insert("slice".into(), json!(n));
-            evidence.insert("reads".into(), json!(reads));
-            evidence.insert("stored_max_length".into(), json!(stored));
-            cx.report(
-                &SLICE,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: path.clone(),
-                    severity: SLICE.severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!(
-                        "reads project `{path}` with $slice {n} ({reads} so far) while the stored array has up to {stored} elements: store those {n} in the document, the rest elsewhere"
-                    ),
-                    evidence,
-                },
-            );
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use bson::rawdoc;
-
-    #[test]
-    fn slice_forms() {
-        let p = rawdoc! {"title": 1, "reviews": {"$slice": -10}, "comments": {"$slice": [20, 5]}, "x": {"$elemMatch": {"a": 1}}};
-        assert_eq!(
-            sliced_paths(&p),
-            vec![("reviews".to_string(), 10), ("comments".to_string(), 5)]
-        );
     }
 }

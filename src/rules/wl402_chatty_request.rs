@@ -1,22 +1,14 @@
-//! WL402 chatty-request and WL403 count-on-read (seed 004 V1 Q2).
+//! WL402 chatty-request (seed 004 V1 Q2).
 //!
-//! WL402: an access pattern named by the application (`comment`) needs 3
+//! An access pattern named by the application (`comment`) needs 3
 //! or more operations per call on average — seed 004 V1 Q2 fetches the
 //! post, its author's name, its comment count and its like count: four
 //! round trips for one page.
-//!
-//! WL403: within such a named pattern, a count of child documents by a
-//! parent's id (`count`, `countDocuments`' `$group: {$sum: 1}`, `$count`)
-//! issued alongside reads of other data — the count is computed again on
-//! every read instead of kept on write.
 
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
-use crate::analysis::command::Kind;
-use crate::analysis::partition::{equality_paths, filters};
+use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::patterns::NamedBy;
-use bson::RawBsonRef;
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 pub static CHATTY: RuleMeta = RuleMeta {
     id: "WL402",
@@ -30,17 +22,6 @@ pub static CHATTY: RuleMeta = RuleMeta {
         Threshold { name: "min_operations", default: 3.0, help: "operations per call from which it is reported" },
         Threshold { name: "min_calls", default: 3.0, help: "calls of the pattern before it is judged" },
     ],
-};
-
-pub static COUNT: RuleMeta = RuleMeta {
-    id: "WL403",
-    name: "count-on-read",
-    severity: Severity::Warning,
-    summary: "A count of child documents is computed on every read of their parent.",
-    advice: "Keep the count in the parent and update it when a child is written (pre-computed aggregate: \
-             seed 004 commentCount / likeCount incremented by C3 and C4; seed 000 countOfBooks).",
-    seed: "seed 004 (V1 Q2 counts; V2 commentCount), seed 000 (countOfBooks)",
-    thresholds: &[Threshold { name: "min_calls", default: 3.0, help: "counts seen with the same read before it is reported" }],
 };
 
 #[derive(Default)]
@@ -107,123 +88,6 @@ impl Rule for ChattyRequest {
         }
         for draft in drafts {
             cx.report(&CHATTY, draft);
-        }
-    }
-}
-
-/// Whether an operation counts documents: `count`, or a pipeline with
-/// `$count` or a `$group` summing 1 (what drivers send for countDocuments).
-pub fn is_count(op: &OpView<'_>) -> bool {
-    match op.cmd.kind {
-        Kind::Count => true,
-        Kind::Aggregate => op.cmd.pipeline().is_some_and(|p| {
-            p.into_iter()
-                .flatten()
-                .filter_map(RawBsonRef::as_document)
-                .any(|stage| {
-                    stage.get("$count").ok().flatten().is_some()
-                        || stage.get_document("$group").is_ok_and(|g| {
-                            g.iter().flatten().any(|(_, acc)| match acc {
-                                RawBsonRef::Document(a) => matches!(
-                                    a.get("$sum").ok().flatten(),
-                                    Some(RawBsonRef::Int32(1) | RawBsonRef::Int64(1))
-                                ),
-                                _ => false,
-                            })
-                        })
-                })
-        }),
-        _ => false,
-    }
-}
-
-#[derive(Default)]
-pub struct CountOnRead {
-    /// Pattern → (count namespace, field) → counts seen.
-    counts: BTreeMap<String, BTreeMap<(String, String), u64>>,
-    /// Pattern → namespaces it reads other than by counting.
-    reads: BTreeMap<String, BTreeSet<String>>,
-}
-
-impl Rule for CountOnRead {
-    fn meta(&self) -> &'static RuleMeta {
-        &COUNT
-    }
-
-    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
-        if !op.cmd.kind.is_read() {
-            return;
-        }
-        // Only patterns the application names group a read with its counts.
-        let named = cx
-            .patterns
-            .get(op.pattern)
-            .is_some_and(|p| p.named_by == NamedBy::Comment);
-        if !named {
-            return;
-        }
-        if !is_count(op) {
-            self.reads
-                .entry(op.pattern.to_string())
-                .or_default()
-                .insert(op.namespace.to_string());
-            return;
-        }
-        let mut fields: Vec<String> = filters(op.cmd)
-            .into_iter()
-            .flat_map(equality_paths)
-            .filter(|f| f != "_id")
-            .collect();
-        // Children are counted by their parent's id: when some counted field
-        // is named like a reference (postId, author_id), the others are
-        // discriminators or flags (type: "comment"), not parents.
-        let is_ref = |f: &String| {
-            let last = f.rsplit('.').next().unwrap_or(f);
-            last.len() > 2
-                && (last.ends_with("Id")
-                    || last.ends_with("ID")
-                    || last.to_ascii_lowercase().ends_with("_id"))
-        };
-        if fields.iter().any(is_ref) {
-            fields.retain(is_ref);
-        }
-        for field in fields {
-            let n = self
-                .counts
-                .entry(op.pattern.to_string())
-                .or_default()
-                .entry((op.namespace.to_string(), field.clone()))
-                .or_default();
-            *n += 1;
-            let n = *n;
-            let parents: Vec<String> = self
-                .reads
-                .get(op.pattern)
-                .map(|r| r.iter().filter(|ns| *ns != op.namespace).cloned().collect())
-                .unwrap_or_default();
-            if parents.is_empty() || (n as f64) < cx.threshold(&COUNT, op.namespace, "min_calls") {
-                continue;
-            }
-            let mut evidence = BTreeMap::new();
-            evidence.insert("counted_by".into(), json!(field));
-            evidence.insert("counts".into(), json!(n));
-            evidence.insert("read_alongside".into(), json!(parents));
-            cx.report(
-                &COUNT,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: field.clone(),
-                    severity: COUNT.severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!(
-                        "documents are counted by `{field}` on every `{}` call ({n} so far), alongside reads of {}",
-                        op.pattern,
-                        parents.join(", ")
-                    ),
-                    evidence,
-                },
-            );
         }
     }
 }

@@ -3,10 +3,9 @@
 //! `publisher.books: [isbn, …]`). The ids are recognised as `_id`s of
 //! documents inserted into another collection (compared as hashes).
 
+use super::common::pushed_child_ids;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
-use crate::analysis::state::{fold_path, Namespaces};
-use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -20,43 +19,6 @@ pub static META: RuleMeta = RuleMeta {
     seed: "seed 000 (publisher.books vs pub_id on each book)",
     thresholds: &[Threshold { name: "min_updates", default: 3.0, help: "pushes of child ids before it is reported" }],
 };
-
-/// Where the ids a `$push`/`$addToSet` appends to `path` live, when they
-/// are `_id`s of documents of another collection.
-pub fn pushed_child_ids<'a>(
-    update: &RawDocument,
-    namespace: &str,
-    namespaces: &'a Namespaces,
-) -> Vec<(String, &'a str)> {
-    let mut out = Vec::new();
-    for (op, fields) in update.iter().flatten() {
-        if !matches!(op.as_str(), "$push" | "$addToSet") {
-            continue;
-        }
-        let RawBsonRef::Document(fields) = fields else {
-            continue;
-        };
-        for (path, value) in fields.iter().flatten() {
-            let first = match value {
-                RawBsonRef::Document(m) => match m.get("$each").ok().flatten() {
-                    Some(RawBsonRef::Array(a)) => a.into_iter().flatten().next(),
-                    _ => None,
-                },
-                RawBsonRef::Array(_) => None,
-                v => Some(v),
-            };
-            let Some(v) =
-                first.filter(|v| !matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)))
-            else {
-                continue;
-            };
-            if let Some(owner) = namespaces.id_owner(v).filter(|owner| *owner != namespace) {
-                out.push((fold_path(path.as_str()), owner));
-            }
-        }
-    }
-    out
-}
 
 #[derive(Default)]
 pub struct GrowingReferenceArray {

@@ -6,8 +6,8 @@
 //! warning.
 
 use super::{CompletedOp, FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::command::fold_path;
 use crate::analysis::command::Kind;
-use crate::analysis::state::fold_path;
 use bson::RawBsonRef;
 use serde_json::json;
 use std::collections::BTreeMap;

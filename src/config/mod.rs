@@ -4,7 +4,13 @@
 //! Unknown keys are errors that name the key and the file: a typo in a config
 //! that silently falls back to a default is worse than no config at all.
 
-use crate::proxy::uri::UpstreamUri;
+mod flags;
+
+pub use flags::{Level, ProxyArgs, RunOptions};
+
+use crate::analysis::{self, findings::Severity, rule::RuleOverrides, rule::RuleSettings};
+pub use crate::proxy::tls::ClientTls;
+use crate::proxy::{self, uri::UpstreamUri};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,7 +44,7 @@ pub struct LimitsSection {
 }
 
 impl LimitsSection {
-    pub fn apply(&self, caps: &mut crate::analysis::state::Caps) {
+    pub fn apply(&self, caps: &mut analysis::state::Caps) {
         if let Some(n) = self.namespaces {
             caps.namespaces = n.max(1);
         }
@@ -92,7 +98,7 @@ pub struct CollectionSection {
 }
 
 /// `enabled`, `severity`, and the rule's own thresholds by name (checked
-/// against the rule catalogue by `rules::settings_from_config`, which names
+/// against the rule catalogue by [`rule_settings`], which names
 /// the file and key of anything unknown).
 #[derive(Debug, Default, Deserialize)]
 pub struct RuleSection {
@@ -209,76 +215,13 @@ pub fn parse_duration(
         })
 }
 
-/// Client-facing TLS: the proxy's certificate and key, and optionally a CA
-/// that client certificates must chain to (then they are required).
-#[derive(Clone, Debug)]
-pub struct ClientTls {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    pub client_ca: Option<PathBuf>,
-}
-
-/// The analysis side's resources.
-#[derive(Clone, Debug)]
-pub struct AnalysisSettings {
-    pub enabled: bool,
-    /// Messages waiting for analysis, across all workers. When it is full,
-    /// new messages are dropped (and counted), never waited for.
-    pub queue_capacity: usize,
-    /// Bytes of messages waiting for analysis, at most (beyond, dropped and
-    /// counted): what bounds memory when large documents flood in.
-    pub queue_bytes: usize,
-    /// Worker threads; each owns the connections hashed to it, so the
-    /// messages of one connection are analysed in order.
-    pub workers: usize,
-    /// Rules enabled, their severities and thresholds.
-    pub rules: crate::rules::RuleSettings,
-    /// Allow literal values (e.g. example ids) in findings.
-    pub show_values: bool,
-    /// Called for each new or escalated finding (the CLI prints a line).
-    pub live: Option<fn(&crate::rules::FindingEvent)>,
-    /// How much per-namespace state is kept (LRU-capped).
-    pub caps: crate::analysis::state::Caps,
-    /// Partition keys from the config file: namespace → key paths.
-    pub partition_keys: Vec<(String, Vec<String>)>,
-}
-
-impl Default for AnalysisSettings {
-    fn default() -> Self {
-        AnalysisSettings {
-            enabled: true,
-            queue_capacity: 16_384,
-            queue_bytes: 64 << 20,
-            workers: 1,
-            rules: crate::rules::RuleSettings::default(),
-            show_values: false,
-            live: None,
-            caps: crate::analysis::state::Caps::default(),
-            partition_keys: Vec::new(),
-        }
-    }
-}
-
-/// Everything the proxy needs, resolved and validated.
+/// Everything `wirelint proxy` needs, resolved and validated: how to
+/// forward, how to analyse, and where to publish what is learnt.
 #[derive(Clone, Debug)]
 pub struct ProxySettings {
-    /// Address to listen on (`HOST:PORT`; port 0 picks a free one).
-    pub listen: String,
-    pub upstream: UpstreamUri,
-    pub tls: Option<ClientTls>,
-    /// Client connections held at once; more are refused with a log line.
-    pub max_connections: usize,
-    pub connect_timeout: Duration,
-    /// Close a connection with no traffic either way for this long.
-    pub idle_timeout: Option<Duration>,
-    /// Close a connection whose backend has not answered an outstanding
-    /// request for this long.
-    pub upstream_timeout: Option<Duration>,
-    /// On shutdown, how long connections get to finish what is in flight.
-    pub shutdown_grace: Duration,
-    pub analysis: AnalysisSettings,
-    /// Rewrite replica-set hello replies so drivers stay on the proxy.
-    pub rewrite_topology: bool,
+    /// Addresses, TLS, limits and timeouts of the forwarding proxy.
+    pub forward: proxy::Settings,
+    pub analysis: analysis::Settings,
     /// Write the JSON report here every `report_interval` and at shutdown.
     pub report: Option<PathBuf>,
     pub report_interval: Duration,
@@ -296,21 +239,14 @@ pub struct ProxySettings {
 impl ProxySettings {
     /// Settings with every default, for the library API and tests.
     pub fn new(listen: &str, upstream: &str) -> Result<ProxySettings, ConfigError> {
+        let uri = UpstreamUri::parse(upstream).map_err(|e| ConfigError::Invalid {
+            origin: "upstream".into(),
+            key: "upstream".into(),
+            message: e.to_string(),
+        })?;
         Ok(ProxySettings {
-            listen: listen.to_string(),
-            upstream: UpstreamUri::parse(upstream).map_err(|e| ConfigError::Invalid {
-                origin: "upstream".into(),
-                key: "upstream".into(),
-                message: e.to_string(),
-            })?,
-            tls: None,
-            max_connections: 10_000,
-            connect_timeout: Duration::from_secs(5),
-            idle_timeout: None,
-            upstream_timeout: None,
-            shutdown_grace: Duration::from_secs(10),
-            analysis: AnalysisSettings::default(),
-            rewrite_topology: true,
+            forward: proxy::Settings::new(listen, uri),
+            analysis: analysis::Settings::default(),
             report: None,
             report_interval: Duration::from_secs(30),
             admin: None,
@@ -319,6 +255,90 @@ impl ProxySettings {
             upstream_raw: upstream.to_string(),
         })
     }
+}
+
+/// Validates `[rules.*]` and `[collections.*.rules.*]` against the
+/// catalogue: unknown rules, unknown thresholds and bad severities are
+/// errors naming the file and the key.
+pub fn rule_settings(config: &FileConfig, path: &Path) -> Result<RuleSettings, ConfigError> {
+    let catalogue = crate::rules::catalogue();
+    let invalid = |key: String, message: String| ConfigError::Invalid {
+        origin: path.display().to_string(),
+        key,
+        message,
+    };
+    let convert =
+        |prefix: &str, id: &str, section: &RuleSection| -> Result<RuleOverrides, ConfigError> {
+            let meta = catalogue.iter().find(|m| m.id == id).ok_or_else(|| {
+                invalid(
+                    format!("{prefix}{id}"),
+                    format!(
+                        "is not a rule (known: {})",
+                        catalogue
+                            .iter()
+                            .map(|m| m.id)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?;
+            let severity = match &section.severity {
+                Some(s) => Some(Severity::parse(s).ok_or_else(|| {
+                    invalid(
+                        format!("{prefix}{id}.severity"),
+                        format!("must be \"info\", \"warning\" or \"error\", not {s:?}"),
+                    )
+                })?),
+                None => None,
+            };
+            let mut thresholds = BTreeMap::new();
+            for (name, value) in &section.thresholds {
+                if !meta.thresholds.iter().any(|t| t.name == name) {
+                    return Err(invalid(
+                        format!("{prefix}{id}.{name}"),
+                        format!(
+                            "is not a setting of {id} (it has: enabled, severity{})",
+                            meta.thresholds
+                                .iter()
+                                .map(|t| format!(", {}", t.name))
+                                .collect::<String>()
+                        ),
+                    ));
+                }
+                let number = value
+                    .as_float()
+                    .or_else(|| value.as_integer().map(|i| i as f64));
+                let number = number.ok_or_else(|| {
+                    invalid(
+                        format!("{prefix}{id}.{name}"),
+                        "must be a number".to_string(),
+                    )
+                })?;
+                thresholds.insert(name.clone(), number);
+            }
+            Ok(RuleOverrides {
+                enabled: section.enabled,
+                severity,
+                thresholds,
+            })
+        };
+    let mut settings = RuleSettings::default();
+    for (id, section) in &config.rules {
+        settings
+            .rules
+            .insert(id.clone(), convert("rules.", id, section)?);
+    }
+    for (namespace, collection) in &config.collections {
+        for (id, section) in &collection.rules {
+            let prefix = format!("collections.\"{namespace}\".rules.");
+            settings
+                .per_namespace
+                .entry(namespace.clone())
+                .or_default()
+                .insert(id.clone(), convert(&prefix, id, section)?);
+        }
+    }
+    Ok(settings)
 }
 
 #[cfg(test)]

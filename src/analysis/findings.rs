@@ -1,0 +1,183 @@
+//! Findings: what the rules report, deduplicated by (rule, namespace,
+//! subject) in the [`FindingStore`].
+
+use super::rule::RuleMeta;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn parse(s: &str) -> Option<Severity> {
+        match s {
+            "info" => Some(Severity::Info),
+            "warning" | "warn" => Some(Severity::Warning),
+            "error" => Some(Severity::Error),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// What a rule reports.
+pub struct FindingDraft {
+    pub namespace: String,
+    /// What the finding is about within the namespace (a field path, a
+    /// shape, the collection itself): part of the dedup key.
+    pub subject: String,
+    pub severity: Severity,
+    pub pattern: Option<String>,
+    pub shape: Option<String>,
+    pub message: String,
+    pub evidence: BTreeMap<String, serde_json::Value>,
+}
+
+/// A finding as stored, reported and serialized.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    pub rule: String,
+    pub name: String,
+    pub severity: Severity,
+    pub namespace: String,
+    pub subject: String,
+    /// The access pattern where it was last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// That operation's shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// Every access pattern where it was seen (up to 16).
+    #[serde(default)]
+    pub patterns: Vec<String>,
+    pub message: String,
+    pub evidence: BTreeMap<String, serde_json::Value>,
+    pub advice: String,
+    pub seed: String,
+    pub docs: String,
+    pub occurrences: u64,
+    pub first_seen: String,
+    pub last_seen: String,
+}
+
+impl Finding {
+    /// A stable id: rule, namespace and subject.
+    pub fn key(&self) -> String {
+        format!("{}:{}:{}", self.rule, self.namespace, self.subject)
+    }
+
+    /// A short stable fingerprint of the key, for SARIF.
+    pub fn fingerprint(&self) -> String {
+        format!("{:016x}", super::shape::fnv1a(self.key().as_bytes()))
+    }
+}
+
+/// What happened to the store on a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    New,
+    Escalated,
+    Repeated,
+}
+
+/// Findings, deduplicated. Bounded: past `cap` distinct findings, new ones
+/// are counted in `dropped` instead of stored.
+#[derive(Default)]
+pub struct FindingStore {
+    findings: BTreeMap<(String, String, String), Finding>,
+    pub dropped: u64,
+}
+
+pub const MAX_FINDINGS: usize = 10_000;
+
+impl FindingStore {
+    pub fn record(&mut self, meta: &RuleMeta, draft: FindingDraft, now: SystemTime) -> Change {
+        let stamp = humantime::format_rfc3339_seconds(now).to_string();
+        let key = (
+            meta.id.to_string(),
+            draft.namespace.clone(),
+            draft.subject.clone(),
+        );
+        if let Some(existing) = self.findings.get_mut(&key) {
+            existing.occurrences += 1;
+            existing.last_seen = stamp;
+            existing.message = draft.message;
+            existing.evidence = draft.evidence;
+            if let Some(p) = &draft.pattern {
+                if !existing.patterns.contains(p) && existing.patterns.len() < 16 {
+                    existing.patterns.push(p.clone());
+                }
+                existing.pattern = draft.pattern;
+                existing.shape = draft.shape;
+            }
+            if draft.severity > existing.severity {
+                existing.severity = draft.severity;
+                return Change::Escalated;
+            }
+            return Change::Repeated;
+        }
+        if self.findings.len() >= MAX_FINDINGS {
+            self.dropped += 1;
+            return Change::Repeated;
+        }
+        self.findings.insert(
+            key,
+            Finding {
+                rule: meta.id.to_string(),
+                name: meta.name.to_string(),
+                severity: draft.severity,
+                namespace: draft.namespace,
+                subject: draft.subject,
+                patterns: draft.pattern.iter().cloned().collect(),
+                pattern: draft.pattern,
+                shape: draft.shape,
+                message: draft.message,
+                evidence: draft.evidence,
+                advice: meta.advice.to_string(),
+                seed: meta.seed.to_string(),
+                docs: meta.docs_path(),
+                occurrences: 1,
+                first_seen: stamp.clone(),
+                last_seen: stamp,
+            },
+        );
+        Change::New
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.findings.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    pub fn get(&self, rule: &str, namespace: &str, subject: &str) -> Option<&Finding> {
+        self.findings
+            .get(&(rule.to_string(), namespace.to_string(), subject.to_string()))
+    }
+}
+
+/// A finding that is new or got worse: what the live output prints.
+#[derive(Clone, Debug)]
+pub struct FindingEvent {
+    pub change: Change,
+    pub finding: Finding,
+}

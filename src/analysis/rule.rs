@@ -1,0 +1,216 @@
+//! The contract between the engine and the rules: the [`Rule`] trait and
+//! its hooks, what a hook sees ([`OpView`], [`CompletedOp`], [`RuleContext`])
+//! and the per-rule settings the engine applies ([`RuleSettings`]).
+//!
+//! The engine calls a rule's hooks as traffic is decoded — a request, each
+//! document it sees (inserted, replaced or returned), a paired operation,
+//! and a periodic tick. The rules themselves live in `crate::rules`, above
+//! this layer; the application hands them to the engine.
+
+use super::command::Command;
+use super::findings::{Change, FindingDraft, FindingEvent, FindingStore, Severity};
+use super::partition::{PartitionKeys, Partitioning};
+use super::patterns::PatternTable;
+use super::shape::Shape;
+use super::state::{Doc, Namespaces};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::time::SystemTime;
+
+/// A tunable number of a rule, with its default and meaning.
+pub struct Threshold {
+    pub name: &'static str,
+    pub default: f64,
+    pub help: &'static str,
+}
+
+/// What a rule is, for docs, SARIF and config validation.
+pub struct RuleMeta {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub severity: Severity,
+    /// One sentence: what it detects.
+    pub summary: &'static str,
+    /// What to do, naming the seed's pattern.
+    pub advice: &'static str,
+    /// Where the rule comes from (seed documents in ../shared/seeds).
+    pub seed: &'static str,
+    pub thresholds: &'static [Threshold],
+}
+
+impl RuleMeta {
+    pub fn docs_path(&self) -> String {
+        format!("docs/rules/{}.md", self.id)
+    }
+}
+
+/// A data operation as rules see it.
+pub struct OpView<'a> {
+    pub cmd: &'a Command<'a>,
+    pub namespace: &'a str,
+    pub shape: &'a Shape,
+    /// The access pattern's name (the `comment`, or the shape).
+    pub pattern: &'a str,
+    /// How it meets the collection's partition key, when one is known.
+    pub partitioning: Option<Partitioning>,
+    /// When this is a single-document query whose filter value came from
+    /// the documents a previous read on the connection returned.
+    pub follow_up: Option<&'a FollowUp>,
+}
+
+/// A query that follows a list read, fetching one document per element
+/// (the engine links them by comparing value hashes; no value is kept).
+#[derive(Clone, Debug)]
+pub struct FollowUp {
+    pub leading_pattern: String,
+    pub leading_shape: String,
+    pub leading_namespace: String,
+    /// The filter field whose value came from the leading reply.
+    pub field: String,
+    /// Follow-ups so far after this leading reply (this one included).
+    pub count: u64,
+    /// Documents the leading reply returned.
+    pub leading_docs: u64,
+}
+
+/// Where a document was seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DocSource {
+    Inserted,
+    Replaced,
+    Returned,
+}
+
+impl DocSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocSource::Inserted => "inserted",
+            DocSource::Replaced => "replaced",
+            DocSource::Returned => "returned",
+        }
+    }
+}
+
+/// One paired request and reply.
+pub struct CompletedOp<'a> {
+    pub op: &'a OpView<'a>,
+    pub latency_micros: u64,
+    pub docs_returned: u64,
+    pub ok: bool,
+    /// The reply's `n` (documents matched by an update or delete).
+    pub matched: Option<i64>,
+}
+
+pub trait Rule: Send {
+    fn meta(&self) -> &'static RuleMeta;
+    fn on_request(&mut self, _op: &OpView<'_>, _cx: &mut RuleContext<'_>) {}
+    fn on_document(
+        &mut self,
+        _op: &OpView<'_>,
+        _doc: &Doc<'_>,
+        _source: DocSource,
+        _cx: &mut RuleContext<'_>,
+    ) {
+    }
+    fn on_operation(&mut self, _done: &CompletedOp<'_>, _cx: &mut RuleContext<'_>) {}
+    fn on_tick(&mut self, _cx: &mut RuleContext<'_>) {}
+}
+
+/// Per-rule overrides from `wirelint.toml`.
+#[derive(Clone, Debug, Default)]
+pub struct RuleOverrides {
+    pub enabled: Option<bool>,
+    pub severity: Option<Severity>,
+    pub thresholds: BTreeMap<String, f64>,
+}
+
+/// `[rules.ID]` and `[collections."db.coll".rules.ID]`, validated.
+#[derive(Clone, Debug, Default)]
+pub struct RuleSettings {
+    pub rules: HashMap<String, RuleOverrides>,
+    /// By namespace, then rule id (looked up without allocating).
+    pub per_namespace: HashMap<String, HashMap<String, RuleOverrides>>,
+}
+
+impl RuleSettings {
+    pub fn enabled(&self, id: &str) -> bool {
+        self.rules.get(id).and_then(|o| o.enabled).unwrap_or(true)
+    }
+
+    pub fn enabled_for(&self, id: &str, namespace: &str) -> bool {
+        self.for_namespace(namespace, id)
+            .and_then(|o| o.enabled)
+            .unwrap_or_else(|| self.enabled(id))
+    }
+
+    fn for_namespace(&self, namespace: &str, id: &str) -> Option<&RuleOverrides> {
+        self.per_namespace.get(namespace)?.get(id)
+    }
+
+    pub fn threshold(&self, meta: &RuleMeta, namespace: &str, name: &str) -> f64 {
+        let pick = |o: Option<&RuleOverrides>| o.and_then(|o| o.thresholds.get(name).copied());
+        pick(self.for_namespace(namespace, meta.id))
+            .or_else(|| pick(self.rules.get(meta.id)))
+            .or_else(|| {
+                meta.thresholds
+                    .iter()
+                    .find(|t| t.name == name)
+                    .map(|t| t.default)
+            })
+            .unwrap_or(f64::INFINITY)
+    }
+
+    /// The severity to report, given what the rule judged: a configured
+    /// severity replaces the rule's default one.
+    pub fn severity(&self, meta: &RuleMeta, namespace: &str, judged: Severity) -> Severity {
+        let configured = self
+            .for_namespace(namespace, meta.id)
+            .and_then(|o| o.severity)
+            .or_else(|| self.rules.get(meta.id).and_then(|o| o.severity));
+        match configured {
+            // A configured level shifts the rule's scale: its default maps
+            // to the configured one, escalations keep their distance.
+            Some(level) if judged == meta.severity => level,
+            Some(level) => level.max(judged),
+            None => judged,
+        }
+    }
+}
+
+/// What a rule's hook can see and do.
+pub struct RuleContext<'a> {
+    pub namespaces: &'a Namespaces,
+    pub patterns: &'a PatternTable,
+    pub partition_keys: &'a PartitionKeys,
+    pub settings: &'a RuleSettings,
+    pub findings: &'a mut FindingStore,
+    pub events: &'a mut Vec<FindingEvent>,
+    pub now: SystemTime,
+    pub show_values: bool,
+}
+
+impl RuleContext<'_> {
+    pub fn threshold(&self, meta: &RuleMeta, namespace: &str, name: &str) -> f64 {
+        self.settings.threshold(meta, namespace, name)
+    }
+
+    pub fn report(&mut self, meta: &'static RuleMeta, mut draft: FindingDraft) {
+        if !self.settings.enabled_for(meta.id, &draft.namespace) {
+            return;
+        }
+        draft.severity = self
+            .settings
+            .severity(meta, &draft.namespace, draft.severity);
+        let (namespace, subject) = (draft.namespace.clone(), draft.subject.clone());
+        let change = self.findings.record(meta, draft, self.now);
+        if change != Change::Repeated {
+            if let Some(finding) = self.findings.get(meta.id, &namespace, &subject) {
+                self.events.push(FindingEvent {
+                    change,
+                    finding: finding.clone(),
+                });
+            }
+        }
+    }
+}

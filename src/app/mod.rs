@@ -1,0 +1,262 @@
+//! The application: the one place that assembles wirelint from its layers.
+//!
+//! ```text
+//! Proxy::start(ProxySettings)
+//!   ├─ stats::Stats                      counters both sides write
+//!   ├─ analysis::Knowledge               with rules::all() handed in
+//!   ├─ analysis::AnalysisQueue + workers the proxy's Tap
+//!   ├─ proxy::Forwarder                  listener and sessions, tapped
+//!   ├─ a tick task                       4 × a second, to the workers
+//!   ├─ partition-key discovery           config.collections, once
+//!   ├─ admin::serve                      when --admin is set
+//!   └─ a report writer                   when --report is set
+//! ```
+//!
+//! [`Proxy`] is also the library API: tests and applications start
+//! wirelint in-process, read its address, counters and findings, and shut it
+//! down.
+
+mod partition_key_discovery;
+
+use crate::admin::AdminState;
+use crate::analysis::knowledge::Knowledge;
+use crate::analysis::partition::PartitionKeys;
+use crate::analysis::{AnalysisQueue, AnalysisWorkers};
+use crate::config::ProxySettings;
+use crate::proxy::Forwarder;
+use crate::report::Report;
+use crate::rules::Finding;
+use crate::stats::{Stats, StatsSnapshot};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+pub use partition_key_discovery::keys_from_config_collections;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Proxy(#[from] crate::proxy::StartError),
+    #[error("{0}")]
+    Admin(#[from] crate::admin::BindError),
+}
+
+/// wirelint running: the forwarding proxy with its analysis, admin
+/// endpoints and report writer.
+pub struct Proxy {
+    forwarder: Forwarder,
+    stats: Arc<Stats>,
+    /// Stops the tasks beside the forwarder (ticks, admin, report writer).
+    shutdown: watch::Sender<bool>,
+    workers: Option<AnalysisWorkers>,
+    /// Held until shutdown; the workers stop once every queue clone is gone.
+    queue: Option<AnalysisQueue>,
+    upstream: String,
+    knowledge: Arc<Mutex<Knowledge>>,
+    report_path: Option<PathBuf>,
+    admin_addr: Option<SocketAddr>,
+    /// Read-only access to counters and knowledge (reports, admin).
+    observed: AdminState,
+}
+
+impl Proxy {
+    /// Binds the listener and starts accepting. Fails fast on a bad address
+    /// or bad TLS files; an unreachable upstream is not an error here (each
+    /// client is told when its connection is made).
+    pub async fn start(settings: ProxySettings) -> Result<Proxy, StartError> {
+        let stats = Arc::new(Stats::default());
+        let knowledge = Arc::new(Mutex::new(Knowledge::with_keys(
+            crate::rules::all(),
+            settings.analysis.rules.clone(),
+            settings.analysis.show_values,
+            settings.analysis.caps.clone(),
+            PartitionKeys::from_config(settings.analysis.partition_keys.clone()),
+        )));
+        let upstream = settings.forward.upstream.to_string();
+        let (queue, workers) =
+            AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());
+        let forwarder = Forwarder::start(
+            settings.forward.clone(),
+            Arc::new(queue.clone()),
+            stats.clone(),
+        )
+        .await?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        tokio::spawn(tick(queue.clone(), shutdown_rx.clone()));
+        if settings.analysis.enabled && settings.discover_partition_keys {
+            tokio::spawn(discover_keys(
+                settings.upstream_raw.clone(),
+                settings.forward.connect_timeout,
+                knowledge.clone(),
+            ));
+        }
+        let observed = AdminState {
+            stats: stats.clone(),
+            knowledge: knowledge.clone(),
+            upstream: upstream.clone(),
+            token: settings.admin_token.as_deref().map(Arc::from),
+        };
+        let admin_addr = match &settings.admin {
+            Some(addr) => {
+                Some(crate::admin::serve(addr, observed.clone(), shutdown_rx.clone()).await?)
+            }
+            None => None,
+        };
+        if let Some(path) = settings.report.clone() {
+            tokio::spawn(write_reports(
+                path,
+                settings.report_interval,
+                observed.clone(),
+                shutdown_rx,
+            ));
+        }
+        Ok(Proxy {
+            forwarder,
+            stats,
+            shutdown,
+            workers: Some(workers),
+            queue: Some(queue),
+            upstream,
+            knowledge,
+            report_path: settings.report,
+            admin_addr,
+            observed,
+        })
+    }
+
+    /// Where the admin HTTP server listens, when one was asked for.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// A report of everything learnt so far.
+    pub fn report(&self) -> Report {
+        self.observed.report()
+    }
+
+    /// What the analysis has learnt so far: patterns, shapes, namespaces
+    /// and findings. Lock it briefly; the analysis workers need it too.
+    pub fn knowledge(&self) -> Arc<Mutex<Knowledge>> {
+        self.knowledge.clone()
+    }
+
+    /// The findings so far.
+    pub fn findings(&self) -> Vec<Finding> {
+        let k = self.knowledge.lock().unwrap_or_else(|p| p.into_inner());
+        k.findings.all().cloned().collect()
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.forwarder.local_addr()
+    }
+
+    /// The connection string a driver should use to reach this proxy.
+    pub fn connection_string(&self) -> String {
+        format!("mongodb://{}/", self.local_addr())
+    }
+
+    pub fn upstream(&self) -> &str {
+        &self.upstream
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The live counters (for a caller that samples them over time).
+    pub fn stats_handle(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    /// Stops accepting, lets connections finish what is in flight (up to the
+    /// grace period), closes them, waits for the analysis to drain, and
+    /// returns the final counters.
+    pub async fn shutdown(mut self) -> StatsSnapshot {
+        self.stop().await
+    }
+
+    /// As [`Proxy::shutdown`], keeping the proxy's knowledge readable
+    /// afterwards (findings, report).
+    pub async fn stop(&mut self) -> StatsSnapshot {
+        let _ = self.shutdown.send(true);
+        self.forwarder.stop().await;
+        // The sessions held the other queue clones; with this one gone the
+        // workers drain what is left and finish.
+        self.queue.take();
+        if let Some(workers) = self.workers.take() {
+            let _ = tokio::task::spawn_blocking(move || workers.join()).await;
+        }
+        if let Some(path) = &self.report_path {
+            match self.report().write(path) {
+                Ok(()) => tracing::info!(report = %path.display(), "report written"),
+                Err(e) => tracing::error!(report = %path.display(), "cannot write the report: {e}"),
+            }
+        }
+        self.stats.snapshot()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+/// Rewrites the report file every `interval` until shutdown (the final
+/// one is written by `Proxy::stop`, after the analysis has drained).
+async fn write_reports(
+    path: PathBuf,
+    interval: Duration,
+    state: AdminState,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut every = tokio::time::interval(interval.max(Duration::from_secs(1)));
+    every.tick().await;
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                if let Err(e) = state.report().write(&path) {
+                    tracing::warn!(report = %path.display(), "cannot write the report: {e}");
+                }
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Adds the keys of a sharded upstream's `config.collections` (fails soft).
+async fn discover_keys(uri: String, timeout: Duration, knowledge: Arc<Mutex<Knowledge>>) {
+    match partition_key_discovery::discover(&uri, timeout).await {
+        Ok(keys) if keys.is_empty() => {
+            tracing::debug!("upstream is not a sharded cluster (or has no sharded collections): no partition keys discovered")
+        }
+        Ok(keys) => {
+            let n = keys.len();
+            let mut k = knowledge.lock().unwrap_or_else(|p| p.into_inner());
+            for (namespace, paths) in keys {
+                k.partition_keys.discovered(namespace, paths);
+            }
+            tracing::info!(
+                collections = n,
+                "partition keys discovered from config.collections"
+            );
+        }
+        Err(e) => tracing::warn!(
+            "partition key discovery from config.collections failed (carrying on without it): {e}"
+        ),
+    }
+}
+
+/// Ticks the analysis four times a second until shutdown.
+async fn tick(analysis: AnalysisQueue, mut shutdown: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(Duration::from_millis(250));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = every.tick() => analysis.tick(),
+            _ = shutdown.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! `wirelint proxy`'s flags and how they merge with `WIRELINT_*`
+//! environment variables (clap reads those) and the config file's `[proxy]`
+//! section: a flag wins over the environment, which wins over the file.
+
+use super::{ClientTls, ConfigError, FileConfig, Origin, ProxySettings};
+use crate::analysis::findings::Severity;
+use crate::proxy::uri::UpstreamUri;
+use clap::ValueEnum;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Level {
+    pub fn severity(self) -> Severity {
+        match self {
+            Level::Info => Severity::Info,
+            Level::Warning => Severity::Warning,
+            Level::Error => Severity::Error,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug, Default)]
+pub struct ProxyArgs {
+    /// Address to listen on for clients [default: 127.0.0.1:27018].
+    #[arg(long, env = "WIRELINT_LISTEN", value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+
+    /// The backend, as a MongoDB connection string: mongodb://host:port[,host:port…]/?replicaSet=…&tls=true&tlsCAFile=…
+    #[arg(long, env = "WIRELINT_UPSTREAM", value_name = "URI")]
+    pub upstream: Option<String>,
+
+    /// A wirelint.toml: [proxy] keys mirror these flags; [collections.*] and [rules.*] tune analysis.
+    #[arg(long, env = "WIRELINT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// PEM certificate chain: clients must connect with TLS (tls=true).
+    #[arg(
+        long,
+        env = "WIRELINT_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for --tls-cert.
+    #[arg(
+        long,
+        env = "WIRELINT_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// PEM CA bundle: clients must present a certificate signed by it.
+    #[arg(long, env = "WIRELINT_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// Client connections held at once; further ones are refused and logged [default: 10000].
+    #[arg(long, env = "WIRELINT_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// Time allowed to connect (and TLS-handshake) to the upstream [default: 5s].
+    #[arg(long, env = "WIRELINT_CONNECT_TIMEOUT", value_name = "DURATION")]
+    pub connect_timeout: Option<String>,
+
+    /// Close connections with no traffic for this long; "off" to keep them [default: off].
+    #[arg(long, env = "WIRELINT_IDLE_TIMEOUT", value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+
+    /// Close a connection whose upstream leaves a request unanswered this long [default: off].
+    #[arg(long, env = "WIRELINT_UPSTREAM_TIMEOUT", value_name = "DURATION")]
+    pub upstream_timeout: Option<String>,
+
+    /// On SIGINT/SIGTERM, time open connections get to finish in-flight requests [default: 10s].
+    #[arg(long, env = "WIRELINT_SHUTDOWN_GRACE", value_name = "DURATION")]
+    pub shutdown_grace: Option<String>,
+
+    /// Forward only; do not analyse (for measuring the proxy's own cost).
+    #[arg(long, env = "WIRELINT_NO_ANALYSIS")]
+    pub no_analysis: bool,
+
+    /// Messages that may wait for analysis; beyond it they are dropped and counted, never waited for [default: 16384].
+    #[arg(long, env = "WIRELINT_ANALYSIS_QUEUE", value_name = "N")]
+    pub analysis_queue: Option<usize>,
+
+    /// Analysis threads [default: 1].
+    #[arg(long, env = "WIRELINT_ANALYSIS_WORKERS", value_name = "N")]
+    pub analysis_workers: Option<usize>,
+
+    /// Forward replica-set hello replies unchanged (drivers will then find and use the members directly).
+    #[arg(long, env = "WIRELINT_NO_TOPOLOGY_REWRITE")]
+    pub no_topology_rewrite: bool,
+
+    /// Write a JSON report (patterns, shapes, findings, counters) here, periodically and at shutdown.
+    #[arg(long, env = "WIRELINT_REPORT", value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// How often the report file is rewritten [default: 30s].
+    #[arg(long, env = "WIRELINT_REPORT_INTERVAL", value_name = "DURATION")]
+    pub report_interval: Option<String>,
+
+    /// At shutdown, exit with status 3 if a finding at or above this severity exists (for CI).
+    #[arg(long, env = "WIRELINT_FAIL_ON", value_enum)]
+    pub fail_on: Option<Level>,
+
+    /// Serve /metrics, /findings, /patterns and /healthz over HTTP on this address (e.g. 127.0.0.1:9090).
+    #[arg(long, env = "WIRELINT_ADMIN", value_name = "HOST:PORT")]
+    pub admin: Option<String>,
+
+    /// Require `Authorization: Bearer TOKEN` on the admin endpoints (all but /healthz). Prefer the environment variable: a command line is visible to other users.
+    #[arg(
+        long,
+        env = "WIRELINT_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+
+    /// Allow literal values from the traffic (e.g. example ids) in findings. Off by default: outputs carry shapes only.
+    #[arg(long, env = "WIRELINT_SHOW_VALUES")]
+    pub show_values: bool,
+
+    /// How often a one-line summary (ops/s, patterns, findings, drops) is printed; "off" for none [default: 30s].
+    #[arg(long, env = "WIRELINT_SUMMARY_INTERVAL", value_name = "DURATION")]
+    pub summary_interval: Option<String>,
+}
+
+/// What the CLI does around the proxy, beyond its settings.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub fail_on: Option<Severity>,
+    pub summary_interval: Option<Duration>,
+}
+
+impl ProxyArgs {
+    /// Merges flags (and their environment variables) with the config file.
+    pub fn settings(&self) -> Result<(ProxySettings, Option<FileConfig>, RunOptions), ConfigError> {
+        let file = self.config.as_deref().map(FileConfig::load).transpose()?;
+        let section = file.as_ref().map(|f| &f.proxy);
+        let file_origin = || Origin::File(self.config.clone().unwrap_or_default());
+
+        // The first of flag, file, in that order, with where it came from.
+        macro_rules! pick {
+            ($field:ident, $flag:literal) => {
+                match (&self.$field, section.and_then(|s| s.$field.clone())) {
+                    (Some(v), _) => Some((v.clone(), Origin::Flag($flag))),
+                    (None, Some(v)) => Some((v, file_origin())),
+                    (None, None) => None,
+                }
+            };
+        }
+
+        let (upstream, upstream_origin) =
+            pick!(upstream, "upstream").ok_or(ConfigError::NoUpstream)?;
+        let upstream_text = upstream.clone();
+        let upstream = UpstreamUri::parse(&upstream).map_err(|e| ConfigError::Invalid {
+            origin: upstream_origin.to_string(),
+            key: "upstream".into(),
+            message: e.to_string(),
+        })?;
+        let listen = pick!(listen, "listen")
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| "127.0.0.1:27018".to_string());
+        let mut settings = ProxySettings::new(&listen, "mongodb://placeholder")?;
+        settings.forward.upstream = upstream;
+        settings.upstream_raw = upstream_text;
+
+        let duration =
+            |value: Option<(String, Origin)>, key: &str, default: Option<Duration>| match value {
+                Some((v, origin)) => super::parse_duration(&v, &origin, key),
+                None => Ok(default),
+            };
+        settings.forward.connect_timeout = duration(
+            pick!(connect_timeout, "connect-timeout"),
+            "connect_timeout",
+            Some(settings.forward.connect_timeout),
+        )?
+        .unwrap_or(settings.forward.connect_timeout);
+        settings.forward.idle_timeout =
+            duration(pick!(idle_timeout, "idle-timeout"), "idle_timeout", None)?;
+        settings.forward.upstream_timeout = duration(
+            pick!(upstream_timeout, "upstream-timeout"),
+            "upstream_timeout",
+            None,
+        )?;
+        settings.forward.shutdown_grace = duration(
+            pick!(shutdown_grace, "shutdown-grace"),
+            "shutdown_grace",
+            Some(settings.forward.shutdown_grace),
+        )?
+        .unwrap_or(Duration::ZERO);
+
+        if let Some((n, origin)) = pick!(max_connections, "max-connections") {
+            if n == 0 {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key: "max_connections".into(),
+                    message: "must be at least 1".into(),
+                });
+            }
+            settings.forward.max_connections = n;
+        }
+        if let Some((n, _)) = pick!(analysis_queue, "analysis-queue") {
+            settings.analysis.queue_capacity = n.max(1);
+        }
+        if let Some((n, _)) = pick!(analysis_workers, "analysis-workers") {
+            settings.analysis.workers = n.max(1);
+        }
+        settings.analysis.enabled =
+            !(self.no_analysis || section.and_then(|s| s.analysis) == Some(false));
+        settings.forward.rewrite_topology =
+            !(self.no_topology_rewrite || section.and_then(|s| s.rewrite_topology) == Some(false));
+        settings.analysis.show_values =
+            self.show_values || section.and_then(|s| s.show_values) == Some(true);
+        settings.report = pick!(report, "report").map(|(v, _)| v);
+        settings.report_interval = duration(
+            pick!(report_interval, "report-interval"),
+            "report_interval",
+            Some(settings.report_interval),
+        )?
+        .unwrap_or(settings.report_interval);
+        settings.admin = pick!(admin, "admin").map(|(v, _)| v);
+        settings.admin_token = pick!(admin_token, "admin-token").map(|(v, _)| v);
+        if let (Some(file), Some(path)) = (&file, &self.config) {
+            settings.analysis.rules = super::rule_settings(file, path)?;
+            file.limits.apply(&mut settings.analysis.caps);
+            settings.analysis.partition_keys = file.partition_keys();
+            for (ns, key) in &settings.analysis.partition_keys {
+                if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {
+                    return Err(ConfigError::Invalid {
+                        origin: path.display().to_string(),
+                        key: format!("collections.\"{ns}\".partition_key"),
+                        message: "needs a \"db.collection\" name and non-empty paths, e.g. [collections.\"blog.posts\"] partition_key = [\"postId\"]".into(),
+                    });
+                }
+            }
+        }
+        let fail_on = match (self.fail_on, section.and_then(|s| s.fail_on.clone())) {
+            (Some(level), _) => Some(level.severity()),
+            (None, Some(text)) => {
+                Some(Severity::parse(&text).ok_or_else(|| ConfigError::Invalid {
+                    origin: file_origin().to_string(),
+                    key: "fail_on".into(),
+                    message: format!("must be \"info\", \"warning\" or \"error\", not {text:?}"),
+                })?)
+            }
+            (None, None) => None,
+        };
+        let summary_interval = duration(
+            pick!(summary_interval, "summary-interval"),
+            "summary_interval",
+            Some(Duration::from_secs(30)),
+        )?;
+        let run = RunOptions {
+            fail_on,
+            summary_interval,
+        };
+
+        let cert = pick!(tls_cert, "tls-cert");
+        let key = pick!(tls_key, "tls-key");
+        let client_ca = pick!(tls_client_ca, "tls-client-ca").map(|(v, _)| v);
+        settings.forward.tls = match (cert, key) {
+            (Some((cert, _)), Some((key, _))) => Some(ClientTls { cert, key, client_ca }),
+            (None, None) if client_ca.is_none() => None,
+            (Some((_, origin)), None) | (None, Some((_, origin))) => {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key: "tls_cert/tls_key".into(),
+                    message: "must be given together".into(),
+                })
+            }
+            (None, None) => {
+                return Err(ConfigError::Invalid {
+                    origin: "tls_client_ca".into(),
+                    key: "tls_client_ca".into(),
+                    message: "needs tls_cert and tls_key (client certificates are checked during the proxy's own TLS handshake)".into(),
+                })
+            }
+        };
+        Ok((settings, file, run))
+    }
+}

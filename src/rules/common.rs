@@ -1,0 +1,214 @@
+//! What several rules share: reading update operators, projections and
+//! feeds off a command, and formatting sizes. No rule imports another; what
+//! two need lives here.
+
+use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity};
+use crate::analysis::command::{fold_path, number, Kind};
+use crate::analysis::partition::Partitioning;
+use crate::analysis::state::Namespaces;
+use bson::{RawBsonRef, RawDocument};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// A size for people: `512 B`, `3.0 KiB`, `1.5 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let f = n as f64;
+    if f >= KIB * KIB {
+        format!("{:.1} MiB", f / KIB / KIB)
+    } else if f >= KIB {
+        format!("{:.1} KiB", f / KIB)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// Where the ids a `$push`/`$addToSet` appends to `path` live, when they
+/// are `_id`s of documents of another collection.
+pub fn pushed_child_ids<'a>(
+    update: &RawDocument,
+    namespace: &str,
+    namespaces: &'a Namespaces,
+) -> Vec<(String, &'a str)> {
+    let mut out = Vec::new();
+    for (op, fields) in update.iter().flatten() {
+        if !matches!(op.as_str(), "$push" | "$addToSet") {
+            continue;
+        }
+        let RawBsonRef::Document(fields) = fields else {
+            continue;
+        };
+        for (path, value) in fields.iter().flatten() {
+            let first = match value {
+                RawBsonRef::Document(m) => match m.get("$each").ok().flatten() {
+                    Some(RawBsonRef::Array(a)) => a.into_iter().flatten().next(),
+                    _ => None,
+                },
+                RawBsonRef::Array(_) => None,
+                v => Some(v),
+            };
+            let Some(v) =
+                first.filter(|v| !matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)))
+            else {
+                continue;
+            };
+            if let Some(owner) = namespaces.id_owner(v).filter(|owner| *owner != namespace) {
+                out.push((fold_path(path.as_str()), owner));
+            }
+        }
+    }
+    out
+}
+
+/// `{path: {$slice: N}}` or `{path: {$slice: [skip, N]}}` in a projection.
+pub fn sliced_paths(projection: &bson::RawDocument) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for (path, spec) in projection.iter().flatten() {
+        let RawBsonRef::Document(spec) = spec else {
+            continue;
+        };
+        let n = match spec.get("$slice").ok().flatten() {
+            Some(RawBsonRef::Array(a)) => a.into_iter().flatten().nth(1).and_then(number),
+            Some(v) => number(v),
+            None => None,
+        };
+        if let Some(n) = n {
+            out.push((fold_path(path.as_str()), n.abs()));
+        }
+    }
+    out
+}
+
+/// A query with a sort and a limit: find, or a pipeline with `$sort`
+/// followed by `$limit`.
+pub fn is_feed(op: &OpView<'_>) -> bool {
+    match op.cmd.kind {
+        Kind::Find => op.cmd.sort().is_some() && op.cmd.limit().is_some_and(|l| l != 0),
+        Kind::Aggregate => {
+            let Some(p) = op.cmd.pipeline() else {
+                return false;
+            };
+            let mut sorted = false;
+            for stage in p.into_iter().flatten() {
+                let RawBsonRef::Document(stage) = stage else {
+                    continue;
+                };
+                let Some(Ok((name, _))) = stage.iter().next() else {
+                    continue;
+                };
+                match name.as_str() {
+                    "$sort" => sorted = true,
+                    "$limit" if sorted => return true,
+                    _ => {}
+                }
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// Operations per namespace, and per (namespace, shape) those that reach
+/// more than one partition: what WL201 and WL202 judge their share by.
+#[derive(Default)]
+pub struct CrossPartitionCounts {
+    operations: BTreeMap<String, u64>,
+    fanouts: BTreeMap<(String, u64), u64>,
+}
+
+impl CrossPartitionCounts {
+    /// Counts the operation and reports it under `meta` when `mine` says
+    /// this partitioning (and whether it is a feed) is the rule's to report.
+    pub fn observe(
+        &mut self,
+        meta: &'static RuleMeta,
+        op: &OpView<'_>,
+        cx: &mut RuleContext<'_>,
+        mine: fn(Partitioning, bool) -> bool,
+    ) {
+        let Some(how) = op.partitioning else { return };
+        let operations = self.operations.entry(op.namespace.to_string()).or_default();
+        *operations += 1;
+        let operations = *operations;
+        let feed = is_feed(op);
+        if !mine(how, feed) {
+            return;
+        }
+        let fanouts = self
+            .fanouts
+            .entry((op.namespace.to_string(), op.shape.hash))
+            .or_default();
+        *fanouts += 1;
+        let fanouts = *fanouts;
+        let share = fanouts as f64 / operations as f64;
+        let min_ops = cx.threshold(meta, op.namespace, "min_operations");
+        let error_share = cx.threshold(meta, op.namespace, "error_share");
+        let severity = match how {
+            Partitioning::Targeted => Severity::Info,
+            _ if operations as f64 >= min_ops && share >= error_share => Severity::Error,
+            _ => Severity::Warning,
+        };
+        let key = cx
+            .partition_keys
+            .get(op.namespace)
+            .map(|k| k.paths.clone())
+            .unwrap_or_default();
+        let mut evidence = BTreeMap::new();
+        evidence.insert("partition_key".into(), json!(key));
+        evidence.insert("partitions".into(), json!(how.as_str()));
+        evidence.insert("operations_on_collection".into(), json!(operations));
+        evidence.insert("operations_with_this_shape".into(), json!(fanouts));
+        evidence.insert("share".into(), json!((share * 1000.0).round() / 1000.0));
+        let what = match (how, feed) {
+            (Partitioning::Targeted, _) => {
+                "reaches several partitions ($in or $or on the key)".to_string()
+            }
+            (_, true) => "sorts and limits across every partition (a feed)".to_string(),
+            _ => "fans out to every partition".to_string(),
+        };
+        let why = if key.is_empty() {
+            "a $lookup joins a partitioned collection on another field than its key".to_string()
+        } else if how == Partitioning::Targeted {
+            format!(
+                "its filter lists several values of the partition key [{}]",
+                key.join(", ")
+            )
+        } else {
+            format!(
+                "its filter does not pin the partition key [{}]",
+                key.join(", ")
+            )
+        };
+        let message = format!(
+            "{} {what}: {why} ({fanouts} of {operations} operations on the collection)",
+            op.cmd.name
+        );
+        cx.report(
+            meta,
+            FindingDraft {
+                namespace: op.namespace.to_string(),
+                subject: op.shape.text.clone(),
+                severity,
+                pattern: Some(op.pattern.to_string()),
+                shape: Some(op.shape.text.clone()),
+                message,
+                evidence,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    #[test]
+    fn slice_forms() {
+        let p = rawdoc! {"title": 1, "reviews": {"$slice": -10}, "comments": {"$slice": [20, 5]}, "x": {"$elemMatch": {"a": 1}}};
+        assert_eq!(
+            sliced_paths(&p),
+            vec![("reviews".to_string(), 10), ("comments".to_string(), 5)]
+        );
+    }
+}

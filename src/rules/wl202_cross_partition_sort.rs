@@ -1,0 +1,40 @@
+//! WL202 cross-partition-sort.
+//!
+//! A query with a sort and a limit that fans out to every partition is a
+//! "feed" (seed 004 Q6: the x most recent posts): every partition sorts,
+//! and the results are merged. Reported with the dedicated-feed advice.
+
+use super::common::CrossPartitionCounts;
+use super::{OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::partition::Partitioning;
+
+const THRESHOLDS: &[Threshold] = &[
+    Threshold { name: "error_share", default: 0.5, help: "fraction of the collection's operations fanning out with this shape from which it is an error" },
+    Threshold { name: "min_operations", default: 20.0, help: "operations on the collection before the share is judged" },
+];
+
+pub static META: RuleMeta = RuleMeta {
+    id: "WL202",
+    name: "cross-partition-sort",
+    severity: Severity::Warning,
+    summary: "A sorted, limited query (a feed) fans out to every partition and merges their results.",
+    advice: "Keep a dedicated collection holding only the N most recent items in one partition, written \
+             alongside the main one (seed 004 V3: a feed container partitioned by type, trimmed to the 100 latest posts).",
+    seed: "seed 004 (V1 Q6; V3 feed container)",
+    thresholds: THRESHOLDS,
+};
+
+#[derive(Default)]
+pub struct CrossPartitionSort(CrossPartitionCounts);
+
+impl Rule for CrossPartitionSort {
+    fn meta(&self) -> &'static RuleMeta {
+        &META
+    }
+
+    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
+        self.0.observe(&META, op, cx, |how, feed| {
+            how == Partitioning::FanOut && feed
+        });
+    }
+}

@@ -1,0 +1,214 @@
+//! The analysis engine on hand-made messages: pairing (exhaust streams),
+//! partition keys learnt from accepted commands, invocations of named
+//! patterns.
+use bson::rawdoc;
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use wirelint::analysis::engine::Engine;
+use wirelint::analysis::knowledge::Knowledge;
+use wirelint::analysis::rule::RuleSettings;
+use wirelint::analysis::state::Caps;
+use wirelint::stats::Direction;
+use wirelint::wire::op_msg::{encode, EXHAUST_ALLOWED, MORE_TO_COME};
+
+fn knowledge() -> Arc<Mutex<Knowledge>> {
+    Arc::new(Mutex::new(Knowledge::new(
+        wirelint::rules::all(),
+        RuleSettings::default(),
+        false,
+        Caps::default(),
+    )))
+}
+
+fn batch(n: i32) -> bson::RawArrayBuf {
+    let mut a = bson::RawArrayBuf::new();
+    for i in 0..n {
+        a.push(rawdoc! {"i": i});
+    }
+    a
+}
+
+#[test]
+fn exhaust_replies_are_followed_to_the_end_of_the_cursor() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let find = encode(
+        10,
+        0,
+        0,
+        rawdoc! {"find": "c", "filter": {"a": 1}, "comment": "Q", "$db": "d"}.as_bytes(),
+        &[],
+    );
+    e.message(1, Direction::Request, t, Bytes::from(find));
+    let first = encode(
+        90,
+        10,
+        0,
+        rawdoc! {"cursor": {"id": 77i64, "ns": "d.c", "firstBatch": batch(2)}, "ok": 1.0}
+            .as_bytes(),
+        &[],
+    );
+    e.message(1, Direction::Reply, t, Bytes::from(first));
+    let more = encode(
+        11,
+        0,
+        EXHAUST_ALLOWED,
+        rawdoc! {"getMore": 77i64, "collection": "c", "$db": "d"}.as_bytes(),
+        &[],
+    );
+    e.message(1, Direction::Request, t, Bytes::from(more));
+    // Three replies to one request: each answers the previous reply.
+    for (id, to, flags, cursor, n) in [
+        (500, 11, MORE_TO_COME, 77i64, 3),
+        (501, 500, MORE_TO_COME, 77, 3),
+        (502, 501, 0, 0, 1),
+    ] {
+        let reply = encode(
+            id,
+            to,
+            flags,
+            rawdoc! {"cursor": {"id": cursor, "ns": "d.c", "nextBatch": batch(n)}, "ok": 1.0}
+                .as_bytes(),
+            &[],
+        );
+        e.message(1, Direction::Reply, t, Bytes::from(reply));
+    }
+    e.closed(1);
+    let k = k.lock().unwrap();
+    let q = k.patterns.get("Q").unwrap();
+    assert_eq!((q.invocations, q.round_trips, q.docs_returned), (1, 2, 9));
+    assert_eq!(k.unpaired_replies, 0);
+    assert!(
+        k.cursors.get(&77).is_none(),
+        "an exhausted cursor is forgotten"
+    );
+}
+
+#[test]
+fn partition_keys_are_learnt_from_accepted_commands_only() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let send = |e: &mut Engine, id: i32, body: bson::RawDocumentBuf, ok: f64| {
+        e.message(
+            3,
+            Direction::Request,
+            t,
+            Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+        );
+        let reply = rawdoc! {"ok": ok};
+        e.message(
+            3,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(100 + id, id, 0, reply.as_bytes(), &[])),
+        );
+    };
+    send(
+        &mut e,
+        1,
+        rawdoc! {"shardCollection": "blog.refused", "key": {"x": 1}, "$db": "admin"},
+        0.0,
+    );
+    send(
+        &mut e,
+        2,
+        rawdoc! {"shardCollection": "blog.posts", "key": {"postId": "hashed"}, "$db": "admin"},
+        1.0,
+    );
+    send(
+        &mut e,
+        3,
+        rawdoc! {"customAction": "CreateCollection", "collection": "users", "shardKey": "userId", "$db": "blog"},
+        1.0,
+    );
+    send(
+        &mut e,
+        4,
+        rawdoc! {"find": "posts", "filter": {"userId": "u"}, "comment": "Q3", "$db": "blog"},
+        1.0,
+    );
+    send(
+        &mut e,
+        5,
+        rawdoc! {"find": "posts", "filter": {"postId": "p"}, "comment": "Q2", "$db": "blog"},
+        1.0,
+    );
+    e.flush();
+    let k = k.lock().unwrap();
+    assert!(k.partition_keys.get("blog.refused").is_none());
+    assert_eq!(
+        k.partition_keys.get("blog.posts").unwrap().paths,
+        vec!["postId"]
+    );
+    assert_eq!(
+        k.partition_keys.get("blog.users").unwrap().paths,
+        vec!["userId"]
+    );
+    assert_eq!(k.patterns.get("Q3").unwrap().partitions.fanout, 1);
+    assert_eq!(k.patterns.get("Q2").unwrap().partitions.single, 1);
+    let f = k.findings.all().next().expect("WL201 for Q3");
+    assert_eq!(
+        (f.rule.as_str(), f.namespace.as_str()),
+        ("WL201", "blog.posts")
+    );
+}
+
+#[test]
+fn a_named_pattern_groups_its_operations_into_calls() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let mut id = 0;
+    let mut op = |e: &mut Engine, body: bson::RawDocumentBuf| {
+        id += 1;
+        e.message(
+            7,
+            Direction::Request,
+            t,
+            Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+        );
+        let reply =
+            rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(1)}, "ok": 1.0};
+        e.message(
+            7,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+        );
+    };
+    for post in 0..3 {
+        op(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {"_id": post}, "comment": "Q2", "$db": "d"},
+        );
+        op(
+            &mut e,
+            rawdoc! {"aggregate": "comments", "pipeline": [{"$match": {"postId": post}}, {"$count": "n"}], "cursor": {}, "comment": "Q2", "$db": "d"},
+        );
+        op(
+            &mut e,
+            rawdoc! {"find": "users", "filter": {"_id": "u"}, "comment": "Q2", "$db": "d"},
+        );
+    }
+    op(
+        &mut e,
+        rawdoc! {"find": "posts", "filter": {"_id": 1}, "$db": "d"},
+    );
+    op(
+        &mut e,
+        rawdoc! {"find": "posts", "filter": {"_id": 2}, "$db": "d"},
+    );
+    e.flush();
+    let k = k.lock().unwrap();
+    let q2 = k.patterns.get("Q2").unwrap();
+    assert_eq!(
+        (q2.invocations, q2.round_trips, q2.docs_returned),
+        (3, 9, 9)
+    );
+    assert_eq!(q2.sequence.len(), 3);
+    let by_shape = k.patterns.get("find d.posts {_id: ?int}").unwrap();
+    assert_eq!((by_shape.invocations, by_shape.round_trips), (2, 2));
+}
