@@ -130,7 +130,7 @@ impl Wirelint {
 /// Sends a request and reads its reply (wirelint's own frame reader).
 async fn round_trip(s: &mut TcpStream, request: &[u8]) -> std::io::Result<()> {
     s.write_all(request).await?;
-    wirelint::proxy::upstream::read_frame(s).await.map(drop)
+    wirelint::proxy::session::read_frame(s).await.map(drop)
 }
 
 /// One client: a mixed workload over many shapes, reconnecting every 200

@@ -15,7 +15,7 @@ use super::rule::{CompletedOp, DocSource, FollowUp, OpView};
 use super::shape::{self, Shape};
 use super::state::Doc;
 use crate::stats::Direction;
-use crate::wire::{op_msg, Message};
+use crate::wire::{self, Message};
 use bytes::Bytes;
 use std::collections::HashMap;
 
@@ -110,7 +110,7 @@ impl Engine {
         };
         match direction {
             Direction::Request => self.request(conn, at, &message, &frame),
-            Direction::Reply => self.reply(conn, at, &message),
+            Direction::Reply => self.reply(conn, at, &message, &frame),
         }
     }
 
@@ -122,10 +122,7 @@ impl Engine {
             return;
         }
         let request_id = message.header().request_id;
-        let expects_reply = match message {
-            Message::Msg(m) => m.flags & op_msg::MORE_TO_COME == 0,
-            _ => true,
-        };
+        let expects_reply = wire::frame::expects_reply(frame);
         match cmd.kind {
             Kind::GetMore => {
                 let origin = cmd
@@ -195,7 +192,7 @@ impl Engine {
     }
 
     /// Writes and the documents they carry; then the request hooks.
-    fn reply(&mut self, conn: u64, at: Instant, message: &Message<'_>) {
+    fn reply(&mut self, conn: u64, at: Instant, message: &Message<'_>, frame: &[u8]) {
         let response_to = message.header().response_to;
         let Some(state) = self.conns.get_mut(&conn) else {
             lock(&self.knowledge).unpaired_replies += 1;
@@ -206,7 +203,7 @@ impl Engine {
             return;
         };
         state.last_activity = Some(at);
-        let more_to_come = matches!(message, Message::Msg(m) if m.more_to_come());
+        let more_to_come = wire::frame::more_to_come(frame);
         let latency = at.saturating_duration_since(pending.at).as_micros() as u64;
         let Some(origin) = pending.origin.clone() else {
             self.learn_partition_key(&pending, message);

@@ -231,6 +231,13 @@ enum Pin {
 
 /// Classifies a filter against a key (a list of paths).
 pub fn classify(filter: &RawDocument, key: &[String]) -> Partitioning {
+    classify_at(filter, key, 0)
+}
+
+fn classify_at(filter: &RawDocument, key: &[String], depth: usize) -> Partitioning {
+    if depth > MAX_FILTER_DEPTH {
+        return Partitioning::FanOut;
+    }
     let pins: Vec<Option<Pin>> = key.iter().map(|path| pinned(filter, path)).collect();
     if pins.iter().all(|p| *p == Some(Pin::Eq)) {
         return Partitioning::Single;
@@ -246,7 +253,8 @@ pub fn classify(filter: &RawDocument, key: &[String]) -> Partitioning {
         for branch in branches.into_iter().flatten() {
             any = true;
             match branch {
-                RawBsonRef::Document(b) if classify(b, key) != Partitioning::FanOut => {}
+                RawBsonRef::Document(b)
+                    if classify_at(b, key, depth + 1) != Partitioning::FanOut => {}
                 _ => all = false,
             }
         }
@@ -261,19 +269,11 @@ pub fn classify(filter: &RawDocument, key: &[String]) -> Partitioning {
 /// the candidate partition keys this operation would be single on.
 pub fn equality_paths(filter: &RawDocument) -> Vec<String> {
     let mut out = Vec::new();
-    for (k, v) in filter.iter().flatten() {
-        match (k.as_str(), v) {
-            ("$and", RawBsonRef::Array(a)) => {
-                for branch in a.into_iter().flatten().filter_map(RawBsonRef::as_document) {
-                    out.extend(equality_paths(branch));
-                }
-            }
-            (k, v) if !k.starts_with('$') && value_pin(v) == Some(Pin::Eq) => {
-                out.push(k.to_string())
-            }
-            _ => {}
+    walk_pins(filter, 0, &mut |path, pin| {
+        if pin == Pin::Eq {
+            out.push(path.to_string())
         }
-    }
+    });
     out.sort();
     out.dedup();
     out
@@ -302,26 +302,40 @@ pub fn filters<'a>(cmd: &Command<'a>) -> Vec<&'a RawDocument> {
 /// How `path` is pinned by `filter` (directly or in an `$and` branch).
 fn pinned(filter: &RawDocument, path: &str) -> Option<Pin> {
     let mut best: Option<Pin> = None;
-    for (k, v) in filter.iter().flatten() {
-        let pin = match k.as_str() {
-            "$and" => match v {
-                RawBsonRef::Array(a) => a
-                    .into_iter()
-                    .flatten()
-                    .filter_map(RawBsonRef::as_document)
-                    .filter_map(|b| pinned(b, path))
-                    .min(),
-                _ => None,
-            },
-            k if k == path => value_pin(v),
-            _ => None,
-        };
-        best = match (best, pin) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
+    walk_pins(filter, 0, &mut |p, pin| {
+        if p == path {
+            best = Some(best.map_or(pin, |b| b.min(pin)));
+        }
+    });
     best
+}
+
+/// `$and` nests deeper than this are not followed (the server itself
+/// refuses documents nested past 100 levels; filters this deep pin nothing
+/// a partition key would).
+const MAX_FILTER_DEPTH: usize = 32;
+
+/// Calls `f` with each field path the filter pins at its top level or in
+/// `$and` branches, and how: the one walk both questions above share.
+fn walk_pins<'a>(filter: &'a RawDocument, depth: usize, f: &mut impl FnMut(&'a str, Pin)) {
+    if depth > MAX_FILTER_DEPTH {
+        return;
+    }
+    for (k, v) in filter.iter().flatten() {
+        match (k.as_str(), v) {
+            ("$and", RawBsonRef::Array(a)) => {
+                for branch in a.into_iter().flatten().filter_map(RawBsonRef::as_document) {
+                    walk_pins(branch, depth + 1, f);
+                }
+            }
+            (k, v) if !k.starts_with('$') => {
+                if let Some(pin) = value_pin(v) {
+                    f(k, pin)
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn value_pin(v: RawBsonRef<'_>) -> Option<Pin> {

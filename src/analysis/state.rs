@@ -9,7 +9,6 @@ use super::command::{fold_path, is_bucketed, is_sliced};
 use super::shape::{fnv1a, fnv1a_continue, FNV1A_START};
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
-use serde::Serialize;
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -112,69 +111,49 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     }
 }
 
-/// A histogram over powers of two (with two sub-buckets each): small and
-/// fixed-size, precise enough to say "p99 ≈ 300 elements".
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Log2Hist {
-    #[serde(skip)]
-    buckets: Vec<u64>,
+/// Sizes seen (array lengths, document bytes): an hdrhistogram — the
+/// histogram latencies use too — for quantiles, at one significant digit
+/// (within 10 %) up to 2^26, beyond any length or size a 48 MB message
+/// can carry, in u32 counts (about 1.5 KiB); with the exact maximum and
+/// count beside it, since findings quote them.
+#[derive(Clone, Debug)]
+pub struct SizeHist {
+    quantiles: hdrhistogram::Histogram<u32>,
     pub count: u64,
     pub max: u64,
-    pub sum: u64,
 }
 
-impl Log2Hist {
-    fn bucket(v: u64) -> usize {
-        if v < 2 {
-            return v as usize;
-        }
-        let log = 63 - v.leading_zeros() as usize;
-        let half = ((v >> (log - 1)) & 1) as usize;
-        2 + (log - 1) * 2 + half
-    }
+const SIZE_HIST_TOP: u64 = 1 << 26;
 
-    fn upper(bucket: usize) -> u64 {
-        if bucket < 2 {
-            return bucket as u64;
+impl Default for SizeHist {
+    fn default() -> Self {
+        SizeHist {
+            quantiles: hdrhistogram::Histogram::new_with_bounds(1, SIZE_HIST_TOP, 1)
+                .expect("valid histogram bounds"),
+            count: 0,
+            max: 0,
         }
-        let log = (bucket - 2) / 2 + 1;
-        let half = (bucket - 2) % 2;
-        let base = 1u64 << log;
-        base + (half as u64 + 1) * (base / 2) - 1
     }
+}
 
+impl SizeHist {
     pub fn record(&mut self, v: u64) {
-        if self.buckets.is_empty() {
-            self.buckets = vec![0; 130];
-        }
-        let b = Self::bucket(v).min(self.buckets.len() - 1);
-        self.buckets[b] += 1;
+        self.quantiles.saturating_record(v.min(SIZE_HIST_TOP));
         self.count += 1;
-        self.sum = self.sum.saturating_add(v);
         self.max = self.max.max(v);
     }
 
-    /// An upper bound of the value at quantile `q` (0..=1).
+    /// The value at quantile `q` (0..=1), within 10 % and never above the
+    /// largest value seen.
     pub fn quantile(&self, q: f64) -> u64 {
-        if self.count == 0 {
-            return 0;
-        }
-        let rank = ((self.count as f64) * q).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (b, n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                return Self::upper(b).min(self.max);
-            }
-        }
-        self.max
+        self.quantiles.value_at_quantile(q).min(self.max)
     }
 }
 
 /// Array lengths seen at one field path.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default)]
 pub struct ArrayStats {
-    pub lengths: Log2Hist,
+    pub lengths: SizeHist,
     /// Times the same document's array was seen longer than before.
     pub growth_events: u64,
     /// The largest increase seen between two observations of one document.
@@ -183,7 +162,7 @@ pub struct ArrayStats {
 
 #[derive(Debug)]
 pub struct NamespaceState {
-    pub doc_sizes: Log2Hist,
+    pub doc_sizes: SizeHist,
     pub arrays: Lru<String, ArrayStats>,
     /// Hashed document id → (hashed path, length) of its arrays.
     documents: Lru<u64, Vec<(u64, u32)>>,
@@ -223,7 +202,7 @@ impl NamespaceState {
 
     fn new(caps: &Caps) -> Self {
         NamespaceState {
-            doc_sizes: Log2Hist::default(),
+            doc_sizes: SizeHist::default(),
             arrays: Lru::new(caps.paths_per_namespace),
             documents: Lru::new(caps.documents_per_namespace),
             write_ops: Lru::new(caps.paths_per_namespace),
@@ -532,7 +511,7 @@ mod tests {
 
     #[test]
     fn histogram_quantiles_bound_the_value() {
-        let mut h = Log2Hist::default();
+        let mut h = SizeHist::default();
         for v in 1..=1000 {
             h.record(v);
         }
@@ -544,9 +523,10 @@ mod tests {
             "{}",
             h.quantile(0.5)
         );
-        for v in [0u64, 1, 2, 3, 4, 5, 6, 7, 8, 100, 1 << 40] {
-            assert!(Log2Hist::upper(Log2Hist::bucket(v)) >= v, "{v}");
-        }
+        // Zero counts; past the top is clamped for quantiles, kept as max.
+        h.record(0);
+        h.record(1 << 40);
+        assert_eq!((h.count, h.max), (1002, 1 << 40));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::topology;
 use super::upstream::UpstreamStream;
 use super::SessionContext;
 use crate::stats::Direction;
-use crate::wire::{frame, FrameError, Header, OpCode, HEADER_LEN};
+use crate::wire::{frame, FrameError, Header, HEADER_LEN};
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::net::SocketAddr;
@@ -186,19 +186,39 @@ impl<F: FnMut()> Drop for OnDrop<F> {
 }
 
 /// The upstream could not be reached: answer the client's first message
-/// with an error naming the cause, then close.
+/// with an error naming the cause, then close. Only the header is kept (the
+/// reply needs its requestID and opcode); the body is read into a small
+/// scratch buffer and dropped, so a client announcing a large message costs
+/// nothing here.
 async fn refuse<R, W>(reader: &mut R, writer: &mut W, message: &str)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let first =
-        tokio::time::timeout(Duration::from_secs(5), super::upstream::read_frame(reader)).await;
-    if let Ok(Ok(request)) = first {
-        let reply = topology::error_reply(&request, message);
-        let _ = writer.write_all(&reply).await;
-        let _ = writer.flush().await;
-    }
+    let answer = async {
+        let mut header = [0u8; HEADER_LEN];
+        reader.read_exact(&mut header).await?;
+        let len = frame::expected_len(&header)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            .unwrap_or(HEADER_LEN);
+        writer
+            .write_all(&topology::error_reply(&header, message))
+            .await?;
+        writer.flush().await?;
+        // Read the rest before closing: closing with unread bytes would
+        // reset the connection and could lose the answer on its way.
+        let mut left = len - HEADER_LEN;
+        let mut scratch = [0u8; 4096];
+        while left > 0 {
+            let n = reader.read(&mut scratch[..left.min(4096)]).await?;
+            if n == 0 {
+                break;
+            }
+            left -= n;
+        }
+        io::Result::Ok(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), answer).await;
     let _ = writer.shutdown().await;
 }
 
@@ -268,11 +288,7 @@ where
     let mut first = true;
     let rewrite = direction == Direction::Reply && ctx.rewrite_topology;
     loop {
-        let want = match frame::expected_len(&buf) {
-            Ok(Some(len)) if len > buf.len() => (len - buf.len()).min(MAX_READ_STEP),
-            _ => READ_CHUNK,
-        };
-        buf.reserve(want);
+        buf.reserve(read_step(&buf));
         let n = match shutdown.as_deref_mut() {
             Some(stop) => {
                 if *stop.borrow() {
@@ -328,6 +344,34 @@ where
     }
 }
 
+/// How much room to make before the next read: the rest of the message
+/// being received, in steps of at most `MAX_READ_STEP` (memory follows the
+/// bytes that arrive, not the length a peer announces), else a chunk.
+fn read_step(buf: &[u8]) -> usize {
+    match frame::expected_len(buf) {
+        Ok(Some(len)) if len > buf.len() => (len - buf.len()).min(MAX_READ_STEP),
+        _ => READ_CHUNK,
+    }
+}
+
+/// Reads one whole, checked message for a one-shot exchange (the upstream
+/// probe, tests). Grows its buffer as `pump` does, by what has arrived plus
+/// one step. Bytes after the message, if the peer sent any, are dropped.
+pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Bytes> {
+    let mut buf = BytesMut::new();
+    loop {
+        match frame::check(&buf) {
+            Ok(Some(len)) => return Ok(buf.split_to(len).freeze()),
+            Ok(None) => {}
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        }
+        buf.reserve(read_step(&buf));
+        if reader.read_buf(&mut buf).await? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+}
+
 /// Writes a run of replies, replacing replica-set hello replies by their
 /// rewritten form and copying every other byte through unchanged.
 async fn write_rewriting_hellos<W: AsyncWrite + Unpin>(
@@ -372,8 +416,8 @@ fn account(
         count += 1;
         let message = &chunk[start..start + len];
         match direction {
-            Direction::Request if expects_reply(message) => in_flight_delta += 1,
-            Direction::Reply if !more_to_come(message) => in_flight_delta -= 1,
+            Direction::Request if frame::expects_reply(message) => in_flight_delta += 1,
+            Direction::Reply if !frame::more_to_come(message) => in_flight_delta -= 1,
             _ => {}
         }
         if ctx.tap.enabled() {
@@ -407,31 +451,4 @@ fn frames(chunk: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
         pos += header.message_length as usize;
         Some((start, header.message_length as usize))
     })
-}
-
-fn op_msg_flags(message: &[u8]) -> u32 {
-    message
-        .get(HEADER_LEN..HEADER_LEN + 4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .unwrap_or(0)
-}
-
-/// Whether the backend will answer this request.
-fn expects_reply(message: &[u8]) -> bool {
-    match Header::parse(message).and_then(|h| h.opcode()) {
-        Some(OpCode::Msg) => op_msg_flags(message) & crate::wire::op_msg::MORE_TO_COME == 0,
-        Some(OpCode::Query | OpCode::GetMore | OpCode::Command) => true,
-        // Compressed: the flags are inside the compressed data; assume a
-        // reply, as for all but fire-and-forget writes.
-        Some(OpCode::Compressed) => true,
-        _ => false,
-    }
-}
-
-/// Whether more replies follow this one without a request (exhaust).
-fn more_to_come(message: &[u8]) -> bool {
-    match Header::parse(message).and_then(|h| h.opcode()) {
-        Some(OpCode::Msg) => op_msg_flags(message) & crate::wire::op_msg::MORE_TO_COME != 0,
-        _ => false,
-    }
 }

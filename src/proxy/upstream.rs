@@ -9,13 +9,13 @@
 
 use super::tls::{self, TlsConnector, TlsError};
 use super::uri::{HostPort, UpstreamUri};
-use crate::wire::{bson_walk, frame, op_msg, OpMsg};
+use crate::wire::{bson_walk, op_msg, OpMsg};
 use std::io;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 #[derive(Debug, thiserror::Error)]
@@ -151,7 +151,7 @@ impl Upstream {
         };
         let exchange = async {
             stream.write_all(&request).await?;
-            read_frame(&mut stream).await
+            super::session::read_frame(&mut stream).await
         };
         let reply = tokio::time::timeout(self.connect_timeout, exchange)
             .await
@@ -209,20 +209,6 @@ struct Probe {
     is_primary: bool,
     primary: Option<String>,
     set_name: Option<String>,
-}
-
-/// Reads one whole message, checking its length before allocating.
-pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Vec<u8>> {
-    let mut header = [0u8; 16];
-    reader.read_exact(&mut header).await?;
-    let len = frame::expected_len(&header)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
-        .unwrap_or(16);
-    let mut buf = Vec::with_capacity(len);
-    buf.extend_from_slice(&header);
-    buf.resize(len, 0);
-    reader.read_exact(&mut buf[16..]).await?;
-    Ok(buf)
 }
 
 impl AsyncRead for UpstreamStream {

@@ -112,6 +112,36 @@ pub fn sniff_foreign(buf: &[u8]) -> Option<&'static str> {
     None
 }
 
+/// The OP_MSG flag bits of a whole message; `None` for other opcodes.
+fn op_msg_flags(message: &[u8]) -> Option<u32> {
+    let header = Header::parse(message)?;
+    if header.opcode() != Some(OpCode::Msg) {
+        return None;
+    }
+    let b = message.get(HEADER_LEN..HEADER_LEN + 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Whether the backend will answer this request: every request but an
+/// OP_MSG with `moreToCome` (fire-and-forget writes). This and
+/// [`more_to_come`] are the one place `moreToCome` is read.
+///
+/// OP_COMPRESSED carries its flags inside the compressed data; it is taken
+/// as answered, as everything but `w: 0` writes is.
+pub fn expects_reply(message: &[u8]) -> bool {
+    match Header::parse(message).and_then(|h| h.opcode()) {
+        Some(OpCode::Msg) => op_msg_flags(message).unwrap_or(0) & super::op_msg::MORE_TO_COME == 0,
+        Some(OpCode::Query | OpCode::GetMore | OpCode::Command | OpCode::Compressed) => true,
+        _ => false,
+    }
+}
+
+/// Whether more replies follow this one without a request (an exhaust
+/// stream), or, on a request, that no reply will come.
+pub fn more_to_come(message: &[u8]) -> bool {
+    op_msg_flags(message).is_some_and(|f| f & super::op_msg::MORE_TO_COME != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

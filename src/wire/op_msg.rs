@@ -131,10 +131,6 @@ impl<'a> OpMsg<'a> {
         })
     }
 
-    pub fn more_to_come(&self) -> bool {
-        self.flags & MORE_TO_COME != 0
-    }
-
     pub fn exhaust_allowed(&self) -> bool {
         self.flags & EXHAUST_ALLOWED != 0
     }
