@@ -1,23 +1,44 @@
 //! wirelint: a MongoDB wire-protocol proxy that watches the traffic for
 //! data-modelling mistakes.
 //!
-//! Data flows one way through the crate:
+//! # A guided tour
+//!
+//! A message travels one way, and the modules are laid out the same way:
+//! each may import only those before it in this list (`docs/architecture.md`
+//! declares the order; `tests/architecture.rs` enforces it).
 //!
 //! ```text
-//! proxy::Proxy (listener) ─▶ proxy::session (two loops per client)
-//!     │  wire::frame::check: whole messages, bounded length
-//!     │  forward the original bytes (topology: hello rewrite only)
-//!     ▼
-//! analysis::AnalysisQueue (bounded, try_send) ─▶ worker threads
-//!     wire::Message::parse ─▶ counters in stats::Stats
+//! client ─▶ proxy (session: frame check, forward the bytes) ─▶ backend
+//!              │ Tap::message, never waits
+//!              ▼
+//!          analysis (queue ─▶ worker: decode ─▶ engine: command model,
+//!              │     pairing, shapes, patterns, namespace state)
+//!              │ Rule hooks
+//!              ▼
+//!          rules (one file per rule) ─▶ findings in the knowledge store
+//!              ▼
+//!          report (JSON, table, SARIF, diff) · admin (/metrics, /findings)
 //! ```
 //!
-//! - [`wire`]: the protocol codec, pure functions over bytes.
-//! - [`proxy`]: listener, sessions, upstream connections, TLS, topology.
-//! - [`analysis`]: everything that reads messages, off the hot path.
-//! - [`stats`]: counters shared by both sides.
-//! - [`config`]: `wirelint.toml`, flags and environment, merged.
-//! - [`cli`]: the `wirelint` command line.
+//! 1. [`wire`]: the protocol codec, pure functions over bytes. Start with
+//!    `wire::frame` (what the hot path checks) and `wire::op_msg`.
+//! 2. [`stats`]: counters both sides write; a snapshot reads them.
+//! 3. [`proxy`]: listener, sessions, upstream connections, TLS, the hello
+//!    rewrite. `proxy::session` is the hot path: two loops per client, each
+//!    forwarding whole messages and handing them to the [`proxy::Tap`].
+//! 4. [`analysis`]: implements the tap. `analysis::engine` turns messages
+//!    into operations (the `command` model, request/reply pairing, `shape`s,
+//!    access `patterns`, namespace `state`, `partition` targeting) and calls
+//!    the hooks of `analysis::rule::Rule`; what is learnt is kept in
+//!    `analysis::knowledge::Knowledge`.
+//! 5. [`rules`]: one file per rule id; `rules::all()` is the catalogue. Read
+//!    `rules/wl102_large_array.rs` for a small one.
+//! 6. [`report`]: the JSON report, the access-pattern table, SARIF, diff.
+//! 7. [`admin`]: the HTTP endpoints.
+//! 8. [`config`]: `wirelint.toml`, flags and environment, merged.
+//! 9. [`app`]: assembles all of the above into a running [`Proxy`] — the
+//!    library API tests and applications use.
+//! 10. [`cli`]: the `wirelint` command line.
 
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]

@@ -1,21 +1,23 @@
 //! The analysis side: everything that reads messages, off the hot path.
 //!
-//! Sessions hand each forwarded message (a `Bytes`) to
-//! the [`Tap`] [`AnalysisQueue`] implements, which never waits and never makes a system
-//! call: it pushes onto a bounded lock-free queue, and when a worker's queue
-//! is full the message is dropped and counted. Workers are plain threads
-//! that drain their queue and, when it is empty, sleep for a millisecond
-//! instead of being woken per message (waking a thread costs the forwarding
-//! side a system call; the analysis can afford to be a millisecond late).
-//! The queue is sharded by connection, so one connection's messages are
-//! analysed in the order the client sent them. A panic while analysing one message is
-//! caught and counted; it never reaches the forwarding path.
+//! Sessions hand each forwarded message (a `Bytes`) to the proxy's [`Tap`],
+//! which [`AnalysisQueue`] implements: it never waits and never makes a
+//! system call, but pushes onto a bounded lock-free queue, and when a
+//! worker's queue is full the message is dropped and counted. Workers are
+//! plain threads that drain their queue and, when it is empty, sleep for a
+//! millisecond instead of being woken per message (waking a thread costs
+//! the forwarding side a system call; the analysis can afford to be a
+//! millisecond late). The queue is sharded by connection, so one
+//! connection's messages are analysed in the order the client sent them. A
+//! panic while analysing one message is caught and counted; it never
+//! reaches the forwarding path.
 //!
 //! Per message a worker: decodes it (inflating OP_COMPRESSED, verifying
 //! OP_MSG checksums) and counts it by opcode, command name and compressor;
 //! then hands it to its [`engine::Engine`]: the [`command`] model, pairing
-//! with replies, [`shape`]s, access [`patterns`], namespace [`state`] and the
-//! rules, whose findings land in the shared [`knowledge::Knowledge`].
+//! with replies, [`shape`]s, access [`patterns`], namespace [`state`], and the
+//! hooks of the rules it was handed ([`rule::Rule`]), whose [`findings`]
+//! land in the shared [`knowledge::Knowledge`].
 
 pub mod command;
 pub mod engine;

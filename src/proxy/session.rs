@@ -122,7 +122,7 @@ where
     );
     let watchdog = watchdog(&ctx, &shared);
     tokio::pin!(requests, replies, watchdog);
-    let _closed = OnDrop(|| ctx.tap.closed(conn));
+    let _closed = scopeguard::guard((), |()| ctx.tap.closed(conn));
 
     tokio::select! {
         end = &mut requests => match end {
@@ -173,15 +173,6 @@ where
         reason = &mut watchdog => {
             tracing::warn!(conn, %peer, "closing the connection: {reason}");
         }
-    }
-}
-
-/// Runs its closure when dropped (however the session ends).
-struct OnDrop<F: FnMut()>(F);
-
-impl<F: FnMut()> Drop for OnDrop<F> {
-    fn drop(&mut self) {
-        (self.0)();
     }
 }
 

@@ -2,7 +2,7 @@
 //! feeds off a command, and formatting sizes. No rule imports another; what
 //! two need lives here.
 
-use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity};
+use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::{fold_path, number, Kind};
 use crate::analysis::partition::Partitioning;
 use crate::analysis::state::Namespaces;
@@ -107,6 +107,12 @@ pub fn is_feed(op: &OpView<'_>) -> bool {
         _ => false,
     }
 }
+
+/// WL201 and WL202 judge the same share with the same settings.
+pub const CROSS_PARTITION_THRESHOLDS: &[Threshold] = &[
+    Threshold { name: "error_share", default: 0.5, help: "fraction of the collection's operations fanning out with this shape from which it is an error" },
+    Threshold { name: "min_operations", default: 20.0, help: "operations on the collection before the share is judged" },
+];
 
 /// Operations per namespace, and per (namespace, shape) those that reach
 /// more than one partition: what WL201 and WL202 judge their share by.

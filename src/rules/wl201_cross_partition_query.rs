@@ -8,14 +8,9 @@
 //! query: info. Severity grows with the share of the collection's
 //! operations that fan out.
 
-use super::common::CrossPartitionCounts;
-use super::{OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::common::{CrossPartitionCounts, CROSS_PARTITION_THRESHOLDS};
+use super::{OpView, Rule, RuleContext, RuleMeta, Severity};
 use crate::analysis::partition::Partitioning;
-
-const THRESHOLDS: &[Threshold] = &[
-    Threshold { name: "error_share", default: 0.5, help: "fraction of the collection's operations fanning out with this shape from which it is an error" },
-    Threshold { name: "min_operations", default: 20.0, help: "operations on the collection before the share is judged" },
-];
 
 pub static META: RuleMeta = RuleMeta {
     id: "WL201",
@@ -25,7 +20,7 @@ pub static META: RuleMeta = RuleMeta {
     advice: "Filter on the partition key, or keep a copy of the data partitioned by the field you query on \
              (seed 004 V3: posts copied into the users container, partitioned by userId).",
     seed: "seed 004 (V1 Q3; V3 denormalized copy partitioned by userId)",
-    thresholds: THRESHOLDS,
+    thresholds: CROSS_PARTITION_THRESHOLDS,
 };
 
 #[derive(Default)]

@@ -4,14 +4,9 @@
 //! "feed" (seed 004 Q6: the x most recent posts): every partition sorts,
 //! and the results are merged. Reported with the dedicated-feed advice.
 
-use super::common::CrossPartitionCounts;
-use super::{OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::common::{CrossPartitionCounts, CROSS_PARTITION_THRESHOLDS};
+use super::{OpView, Rule, RuleContext, RuleMeta, Severity};
 use crate::analysis::partition::Partitioning;
-
-const THRESHOLDS: &[Threshold] = &[
-    Threshold { name: "error_share", default: 0.5, help: "fraction of the collection's operations fanning out with this shape from which it is an error" },
-    Threshold { name: "min_operations", default: 20.0, help: "operations on the collection before the share is judged" },
-];
 
 pub static META: RuleMeta = RuleMeta {
     id: "WL202",
@@ -21,7 +16,7 @@ pub static META: RuleMeta = RuleMeta {
     advice: "Keep a dedicated collection holding only the N most recent items in one partition, written \
              alongside the main one (seed 004 V3: a feed container partitioned by type, trimmed to the 100 latest posts).",
     seed: "seed 004 (V1 Q6; V3 feed container)",
-    thresholds: THRESHOLDS,
+    thresholds: CROSS_PARTITION_THRESHOLDS,
 };
 
 #[derive(Default)]
