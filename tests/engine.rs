@@ -212,3 +212,59 @@ fn a_named_pattern_groups_its_operations_into_calls() {
     let by_shape = k.patterns.get("find d.posts {_id: ?int}").unwrap();
     assert_eq!((by_shape.invocations, by_shape.round_trips), (2, 2));
 }
+
+/// A filter nested `$and` 5,000 deep (100 KB) goes through the whole
+/// analysis, rules included, on a thread with the analysis workers' 2 MiB
+/// stack: the walks over filters are depth-bounded, so nothing overflows
+/// (an overflow aborts the process; no `catch_unwind` would see it).
+#[test]
+fn a_filter_nested_thousands_deep_is_analysed_without_overflow() {
+    fn element(kind: u8, key: &str, value: &[u8], out: &mut Vec<u8>) {
+        out.push(kind);
+        out.extend_from_slice(key.as_bytes());
+        out.push(0);
+        out.extend_from_slice(value);
+    }
+    fn document(elements: &[u8]) -> Vec<u8> {
+        let mut d = ((elements.len() + 5) as i32).to_le_bytes().to_vec();
+        d.extend_from_slice(elements);
+        d.push(0);
+        d
+    }
+    let mut filter = document(&[0x10, b'a', 0, 1, 0, 0, 0]);
+    for _ in 0..5_000 {
+        let mut array = Vec::new();
+        element(0x03, "0", &filter, &mut array);
+        let mut and = Vec::new();
+        element(0x04, "$and", &document(&array), &mut and);
+        filter = document(&and);
+    }
+    let mut body = Vec::new();
+    element(0x02, "find", &[2, 0, 0, 0, b'c', 0], &mut body);
+    element(0x03, "filter", &filter, &mut body);
+    element(0x02, "$db", &[2, 0, 0, 0, b'd', 0], &mut body);
+    let request = encode(1, 0, 0, &document(&body), &[]);
+    let k = knowledge();
+    k.lock()
+        .unwrap()
+        .partition_keys
+        .discovered("d.c".into(), vec!["a".into()]);
+    let analysed = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn({
+            let k = k.clone();
+            move || {
+                let mut e = Engine::new(k, None);
+                let t = Instant::now();
+                e.message(1, Direction::Request, t, Bytes::from(request));
+                let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(0)}, "ok": 1.0};
+                e.message(1, Direction::Reply, t, Bytes::from(encode(2, 1, 0, reply.as_bytes(), &[])));
+                e.flush();
+            }
+        })
+        .unwrap()
+        .join();
+    assert!(analysed.is_ok());
+    let k = k.lock().unwrap();
+    assert_eq!(k.operations, 1, "the request was analysed, not skipped");
+}
