@@ -24,11 +24,35 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+type MaybeCommand<'a> = Option<Command<'a>>;
+
+self_cell::self_cell!(
+    /// A request's bytes and its command, decoded once when the request
+    /// goes by and kept (not parsed again) until its reply pairs with it.
+    struct ParsedRequest {
+        owner: Bytes,
+        #[covariant]
+        dependent: MaybeCommand,
+    }
+);
+
+impl ParsedRequest {
+    fn decode(frame: Bytes) -> ParsedRequest {
+        ParsedRequest::new(frame, |bytes| {
+            Message::parse(bytes).ok().and_then(|m| Command::parse(&m))
+        })
+    }
+
+    fn command(&self) -> Option<&Command<'_>> {
+        self.borrow_dependent().as_ref()
+    }
+}
+
 /// A request waiting for its reply.
 struct Pending {
     at: Instant,
-    /// The (uncompressed) request, re-read when the reply arrives.
-    request: Bytes,
+    /// The (uncompressed) request, decoded.
+    request: ParsedRequest,
     origin: Option<Origin>,
     getmore: bool,
     /// A reply of an exhaust stream: it needed no request, so it is no
@@ -37,10 +61,10 @@ struct Pending {
 }
 
 impl Pending {
-    fn new(at: Instant, request: &Bytes, origin: Option<Origin>, getmore: bool) -> Pending {
+    fn new(at: Instant, request: ParsedRequest, origin: Option<Origin>, getmore: bool) -> Pending {
         Pending {
             at,
-            request: request.clone(),
+            request,
             origin,
             getmore,
             continuation: false,
@@ -105,34 +129,39 @@ impl Engine {
 
     /// One whole, uncompressed message.
     pub fn message(&mut self, conn: u64, direction: Direction, at: Instant, frame: Bytes) {
-        let Ok(message) = Message::parse(&frame) else {
-            return;
-        };
         match direction {
-            Direction::Request => self.request(conn, at, &message, &frame),
-            Direction::Reply => self.reply(conn, at, &message, &frame),
+            Direction::Request => self.request(conn, at, ParsedRequest::decode(frame)),
+            Direction::Reply => {
+                let Ok(message) = Message::parse(&frame) else {
+                    return;
+                };
+                self.reply(conn, at, &message, &frame)
+            }
         }
     }
 
-    fn request(&mut self, conn: u64, at: Instant, message: &Message<'_>, frame: &Bytes) {
-        let Some(cmd) = Command::parse(message) else {
+    fn request(&mut self, conn: u64, at: Instant, parsed: ParsedRequest) {
+        let Some(cmd) = parsed.command() else {
             return;
         };
         if cmd.kind == Kind::Sensitive {
             return;
         }
-        let request_id = message.header().request_id;
+        let frame = parsed.borrow_owner();
+        let Some(request_id) = wire::Header::parse(frame).map(|h| h.request_id) else {
+            return;
+        };
         let expects_reply = wire::frame::expects_reply(frame);
         match cmd.kind {
             Kind::GetMore => {
                 let origin = cmd
                     .cursor_id()
                     .and_then(|id| lock(&self.knowledge).cursors.get(&id).cloned());
-                self.remember(conn, request_id, Pending::new(at, frame, origin, true));
+                self.remember(conn, request_id, Pending::new(at, parsed, origin, true));
             }
             Kind::ShardCollection | Kind::CustomAction if cmd.shard_key().is_some() => {
                 // Learnt from the reply, if the server accepted it.
-                self.remember(conn, request_id, Pending::new(at, frame, None, false));
+                self.remember(conn, request_id, Pending::new(at, parsed, None, false));
             }
             Kind::KillCursors => {
                 let mut k = lock(&self.knowledge);
@@ -141,10 +170,10 @@ impl Engine {
                 }
             }
             kind if kind.is_data() => {
-                let Some(namespace) = data_namespace(&cmd) else {
+                let Some(namespace) = data_namespace(cmd) else {
                     return;
                 };
-                let shape = shape::of_command(&cmd);
+                let shape = shape::of_command(cmd);
                 let (pattern, named_by) = match cmd.comment() {
                     Some(c) if !c.is_empty() => (
                         c.chars().take(MAX_PATTERN_NAME).collect::<String>(),
@@ -153,17 +182,17 @@ impl Engine {
                     _ => (shape.text.clone(), NamedBy::Shape),
                 };
                 self.start_operation(conn, &pattern, named_by, &shape);
-                let follow_up = self.follow_up(conn, at, &cmd, &namespace, &pattern, named_by);
+                let follow_up = self.follow_up(conn, at, cmd, &namespace, &pattern, named_by);
                 let (events, partitioning) = {
                     let mut k = lock(&self.knowledge);
                     k.operations += 1;
                     k.patterns
                         .touch(&pattern, named_by, &namespace, &shape, cmd.name);
                     let partitioning =
-                        partition::classify_operation(&cmd, &namespace, &k.partition_keys);
+                        partition::classify_operation(cmd, &namespace, &k.partition_keys);
                     k.patterns.count_partitions(&pattern, partitioning);
                     let view = OpView {
-                        cmd: &cmd,
+                        cmd,
                         namespace: &namespace,
                         shape: &shape,
                         pattern: &pattern,
@@ -183,7 +212,7 @@ impl Engine {
                     self.remember(
                         conn,
                         request_id,
-                        Pending::new(at, frame, Some(origin), false),
+                        Pending::new(at, parsed, Some(origin), false),
                     );
                 }
             }
@@ -228,8 +257,7 @@ impl Engine {
         };
 
         // The request again, for the rules' view of the operation.
-        let request = Message::parse(&pending.request).ok();
-        let cmd = request.as_ref().and_then(Command::parse);
+        let cmd = pending.request.command();
         let events = {
             let mut k = lock(&self.knowledge);
             if let Some(c) = &cursor {
@@ -408,13 +436,10 @@ impl Engine {
         if !Reply::parse(reply).is_some_and(|r| r.ok()) {
             return;
         }
-        let Ok(request) = Message::parse(&pending.request) else {
+        let Some(cmd) = pending.request.command() else {
             return;
         };
-        let Some(cmd) = Command::parse(&request) else {
-            return;
-        };
-        if let Some((namespace, key)) = lock(&self.knowledge).partition_keys.learn(&cmd) {
+        if let Some((namespace, key)) = lock(&self.knowledge).partition_keys.learn(cmd) {
             tracing::info!(%namespace, key = ?key.paths, "partition key learnt from {}", key.source.describe());
         }
     }
