@@ -9,7 +9,6 @@ use super::command::{fold_path, is_bucketed, is_sliced};
 use super::shape::{fnv1a, fnv1a_continue, FNV1A_START};
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
-use std::collections::HashMap;
 use std::hash::Hash;
 
 /// Limits on what is remembered.
@@ -36,43 +35,47 @@ impl Default for Caps {
     }
 }
 
-/// A map that forgets its least recently used entries past a capacity.
-/// Eviction drops the oldest tenth at once, so its cost is amortized.
-#[derive(Debug)]
-pub struct Lru<K, V> {
-    /// foldhash: several times faster than SipHash on short keys, and
-    /// randomly seeded, so crafted keys cannot pile into one bucket.
-    map: HashMap<K, (V, u64), foldhash::fast::RandomState>,
-    clock: u64,
-    cap: usize,
+/// A map that forgets its least recently used entries past a capacity:
+/// the `lru` crate (O(1) per access; a full table reuses the evicted entry's
+/// node, so a table at its cap allocates nothing), hashed with foldhash —
+/// several times faster than SipHash on short keys, and randomly seeded, so
+/// crafted keys cannot pile into one bucket — and counting what it forgets.
+pub struct Lru<K: Hash + Eq, V> {
+    cache: lru::LruCache<K, V, foldhash::fast::RandomState>,
     pub evicted: u64,
+}
+
+impl<K: Hash + Eq, V> std::fmt::Debug for Lru<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lru")
+            .field("len", &self.cache.len())
+            .field("cap", &self.cache.cap())
+            .field("evicted", &self.evicted)
+            .finish()
+    }
 }
 
 impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     pub fn new(cap: usize) -> Self {
+        let cap = std::num::NonZeroUsize::new(cap.max(1)).expect("at least 1");
         Lru {
-            map: HashMap::default(),
-            clock: 0,
-            cap: cap.max(1),
+            cache: lru::LruCache::with_hasher(cap, foldhash::fast::RandomState::default()),
             evicted: 0,
         }
     }
 
+    /// The entry for `key`, made fresh (most recently used); inserted with
+    /// `make` when absent, forgetting the least recently used one when full.
     pub fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
-        self.clock += 1;
-        if !self.map.contains_key(key) {
-            if self.map.len() >= self.cap {
-                self.evict();
-            }
-            self.map.insert(key.clone(), (make(), self.clock));
+        if self.cache.len() == self.cache.cap().get() && !self.cache.contains(key) {
+            self.evicted += 1;
         }
-        let entry = self.map.get_mut(key).expect("just inserted");
-        entry.1 = self.clock;
-        &mut entry.0
+        self.cache.get_or_insert_mut_ref(key, make)
     }
 
+    /// Read access without refreshing recency.
     pub fn get(&self, key: &K) -> Option<&V> {
-        self.map.get(key).map(|(v, _)| v)
+        self.cache.peek(key)
     }
 
     /// Mutable access without refreshing recency or inserting.
@@ -81,33 +84,24 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.map.get_mut(key).map(|(v, _)| v)
+        self.cache.peek_mut(key)
     }
 
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        self.map.remove(key).map(|(v, _)| v)
+        self.cache.pop(key)
     }
 
+    /// Every entry, most recently used first.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.map.iter().map(|(k, (v, _))| (k, v))
+        self.cache.iter()
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.cache.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    fn evict(&mut self) {
-        let drop = (self.cap / 10).max(1);
-        let mut ages: Vec<u64> = self.map.values().map(|(_, t)| *t).collect();
-        ages.sort_unstable();
-        let cutoff = ages[drop.min(ages.len()) - 1];
-        let before = self.map.len();
-        self.map.retain(|_, (_, t)| *t > cutoff);
-        self.evicted += (before - self.map.len()) as u64;
+        self.cache.is_empty()
     }
 }
 
