@@ -306,11 +306,15 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
     let findings_worst = |p: &Proxy| p.findings().iter().map(|f| f.severity).max();
     let stats = proxy.stop().await;
     let worst = findings_worst(&proxy);
+    let counters = proxy.report().counters;
     tracing::info!(
         connections = stats.connections_accepted,
         requests = stats.requests_forwarded,
         replies = stats.replies_forwarded,
         analysis_dropped = stats.analysis_dropped,
+        analysis_skipped = ?counters.skipped,
+        analysis_panics = counters.analysis_panics,
+        rule_panics = ?counters.rule_panics,
         "stopped"
     );
     if let Ok(json) = serde_json::to_string(&stats) {

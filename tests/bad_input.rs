@@ -473,6 +473,41 @@ fn hostile_cases() -> Vec<Hostile> {
         msg_with_body(&body),
         Forwarded,
     ));
+    // Past the server's own limit (200): the backend refuses it, and the
+    // analysis skips it (counted as too_deep) instead of walking it: a
+    // recursive walk this deep overflowed an analysis thread's stack, which
+    // aborts the whole process.
+    let mut and = rawdoc! {"a": 1}.as_bytes().to_vec();
+    for _ in 0..5_000 {
+        // {$and: [<and>]}
+        let mut array = vec![0, 0, 0, 0, 0x03, b'0', 0];
+        array.extend_from_slice(&and);
+        array.push(0);
+        let len = array.len() as i32;
+        array[..4].copy_from_slice(&len.to_le_bytes());
+        let mut doc = vec![0, 0, 0, 0, 0x04];
+        doc.extend_from_slice(b"$and\0");
+        doc.extend_from_slice(&array);
+        doc.push(0);
+        let len = doc.len() as i32;
+        doc[..4].copy_from_slice(&len.to_le_bytes());
+        and = doc;
+    }
+    let mut body = rawdoc! {"find": "c", "$db": "bad_input"}
+        .as_bytes()
+        .to_vec();
+    body.pop();
+    body.push(0x03);
+    body.extend_from_slice(b"filter\0");
+    body.extend_from_slice(&and);
+    body.push(0);
+    let len = body.len() as i32;
+    body[..4].copy_from_slice(&len.to_le_bytes());
+    out.push(hostile(
+        "filter with $and nested 5,000 deep",
+        msg_with_body(&body),
+        Forwarded,
+    ));
     // OP_COMPRESSED: lying sizes, bombs, unknown compressors.
     for compressor in [Compressor::Snappy, Compressor::Zlib, Compressor::Zstd] {
         for (what, delta) in [("larger", 100i32), ("smaller", -10)] {
@@ -755,6 +790,11 @@ async fn hostile_clients_affect_only_their_own_connection() {
     let grown = rss_bytes().saturating_sub(rss_before);
     assert!(grown < 256 << 20, "memory grew by {} MiB", grown >> 20);
     let stats = proxy.shutdown().await;
+    assert!(
+        stats.decode_errors.get("too_deep").copied().unwrap_or(0) >= 1,
+        "the 5,000-deep filter was not skipped as too deep: {:?}",
+        stats.decode_errors
+    );
     println!(
         "{tried} hostile cases; frame errors {:?}; decode errors {:?}; memory grew {} MiB",
         stats.frame_errors,

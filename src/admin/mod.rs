@@ -296,7 +296,7 @@ pub fn render_metrics(state: &AdminState) -> String {
         &mut out,
         "wirelint_analysis_decode_errors_total",
         "counter",
-        "Messages the analysis could not decode, by kind.",
+        "Messages the analysis skipped, by kind (too_deep: nested past the server's limit of 200 levels; invalid_bson, checksum_mismatch, bad_compressed, ...).",
     );
     for (k, v) in &s.decode_errors {
         let _ = writeln!(
@@ -307,6 +307,30 @@ pub fn render_metrics(state: &AdminState) -> String {
     }
 
     let report = state.report();
+    family(
+        &mut out,
+        "wirelint_analysis_panics_total",
+        "counter",
+        "Panics caught while analysing a message (the message is skipped; traffic is unaffected).",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_analysis_panics_total {}",
+        report.counters.analysis_panics
+    );
+    family(
+        &mut out,
+        "wirelint_rule_panics_total",
+        "counter",
+        "Panics caught inside a rule, by rule: that rule skipped the message, the others ran.",
+    );
+    for (rule, n) in &report.counters.rule_panics {
+        let _ = writeln!(
+            out,
+            "wirelint_rule_panics_total{{rule=\"{}\"}} {n}",
+            label(rule)
+        );
+    }
     family(
         &mut out,
         "wirelint_operations_total",

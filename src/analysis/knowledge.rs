@@ -35,6 +35,8 @@ pub struct Knowledge {
     pub operations: u64,
     /// Replies whose request was never seen (or already answered).
     pub unpaired_replies: u64,
+    /// Panics caught inside a rule's hook, by rule id.
+    pub rule_panics: std::collections::BTreeMap<&'static str, u64>,
     rules: Vec<Box<dyn Rule>>,
 }
 
@@ -81,36 +83,121 @@ impl Knowledge {
             started: SystemTime::now(),
             operations: 0,
             unpaired_replies: 0,
+            rule_panics: Default::default(),
             rules,
         }
     }
 
     /// Runs `f` for every enabled rule with a fresh context; returns the
-    /// findings that are new or got worse.
+    /// findings that are new or got worse. A rule that panics is stopped
+    /// for this call only: the panic is caught around that one rule,
+    /// counted under its id in `rule_panics`, and the other rules run.
     pub(crate) fn with_rules(
         &mut self,
         mut f: impl FnMut(&mut dyn Rule, &mut RuleContext<'_>),
     ) -> Vec<FindingEvent> {
         let mut events = Vec::new();
-        let mut rules = std::mem::take(&mut self.rules);
-        {
-            let mut cx = RuleContext {
-                namespaces: &self.namespaces,
-                patterns: &self.patterns,
-                partition_keys: &self.partition_keys,
-                settings: &self.settings,
-                findings: &mut self.findings,
-                events: &mut events,
-                now: SystemTime::now(),
-                show_values: self.show_values,
-            };
-            for rule in rules.iter_mut() {
-                if self.settings.enabled(rule.meta().id) {
-                    f(rule.as_mut(), &mut cx);
+        let Knowledge {
+            rules,
+            namespaces,
+            patterns,
+            partition_keys,
+            settings,
+            findings,
+            show_values,
+            rule_panics,
+            ..
+        } = self;
+        let mut cx = RuleContext {
+            namespaces,
+            patterns,
+            partition_keys,
+            settings,
+            findings,
+            events: &mut events,
+            now: SystemTime::now(),
+            show_values: *show_values,
+        };
+        for rule in rules.iter_mut() {
+            let id = rule.meta().id;
+            if !settings.enabled(id) {
+                continue;
+            }
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                f(rule.as_mut(), &mut cx)
+            }));
+            if ran.is_err() {
+                let n = rule_panics.entry(id).or_default();
+                *n += 1;
+                if n.is_power_of_two() {
+                    tracing::error!(
+                        rule = id,
+                        panics = *n,
+                        "a rule panicked on a message; that rule skipped it, the others ran (traffic is unaffected)"
+                    );
                 }
             }
         }
-        self.rules = rules;
         events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::rule::RuleMeta;
+
+    static PANICS: RuleMeta = RuleMeta {
+        id: "T1",
+        name: "panics",
+        severity: crate::analysis::findings::Severity::Info,
+        summary: "",
+        advice: "",
+        seed: "",
+        thresholds: &[],
+    };
+    static COUNTS: RuleMeta = RuleMeta {
+        id: "T2",
+        name: "counts",
+        ..PANICS
+    };
+
+    struct Panics;
+    impl Rule for Panics {
+        fn meta(&self) -> &'static RuleMeta {
+            &PANICS
+        }
+        fn on_tick(&mut self, _: &mut RuleContext<'_>) {
+            panic!("a bug in a rule");
+        }
+    }
+
+    struct Counts(std::sync::Arc<std::sync::atomic::AtomicU64>);
+    impl Rule for Counts {
+        fn meta(&self) -> &'static RuleMeta {
+            &COUNTS
+        }
+        fn on_tick(&mut self, _: &mut RuleContext<'_>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// A panic in one rule is contained to that rule and that call: the
+    /// rule after it still runs, every time, and the panics are counted.
+    #[test]
+    fn a_panicking_rule_stops_only_itself() {
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut k = Knowledge::new(
+            vec![Box::new(Panics), Box::new(Counts(ticks.clone()))],
+            RuleSettings::default(),
+            false,
+            Caps::default(),
+        );
+        for _ in 0..3 {
+            k.with_rules(|rule, cx| rule.on_tick(cx));
+        }
+        assert_eq!(ticks.load(std::sync::atomic::Ordering::Relaxed), 3);
+        assert_eq!(k.rule_panics.get("T1"), Some(&3));
+        assert_eq!(k.rules.len(), 2, "no rule is lost");
     }
 }

@@ -30,7 +30,7 @@ pub mod shape;
 pub mod state;
 
 use crate::proxy::Tap;
-use crate::stats::{AnalysisCounters, Direction, Stats};
+use crate::stats::{Direction, Stats};
 use crate::wire::{self, Message};
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
@@ -81,6 +81,12 @@ impl Default for Settings {
         }
     }
 }
+
+/// Analysis threads get a generous stack of their own: messages reach the
+/// walks at most [`MAX_NESTING`] deep, and the deepest walk (the bson
+/// crate's conversion of an `_id` for `--show-values`) needs far less than
+/// this at that depth. Only the pages touched are ever resident.
+const ANALYSIS_STACK: usize = 16 << 20;
 
 /// What a worker receives.
 pub enum Event {
@@ -162,6 +168,7 @@ impl AnalysisQueue {
             let engine = Engine::new(knowledge.clone(), settings.live);
             let handle = std::thread::Builder::new()
                 .name(format!("wirelint-analysis-{i}"))
+                .stack_size(ANALYSIS_STACK)
                 .spawn(move || worker(shard, stats, queued, engine))
                 .expect("spawning an analysis thread");
             handles.push(handle);
@@ -301,69 +308,110 @@ pub fn is_sensitive(name: &str) -> bool {
         .any(|s| s.eq_ignore_ascii_case(name))
 }
 
+/// Documents nested deeper than this are not analysed (counted as
+/// `too_deep`): it is the server's own limit (`bsonValidate` refuses BSON
+/// nested past 200 levels), so the server refuses such a message too, and
+/// every walk of the analysis — recursive or not — meets at most this depth.
+pub const MAX_NESTING: usize = 200;
+
+/// What decoding one message found, gathered without holding any lock and
+/// recorded into the counters at once afterwards.
+#[derive(Default)]
+struct Tally {
+    /// The message's opcode, then the inner one of an OP_COMPRESSED.
+    opcodes: [Option<wire::OpCode>; 2],
+    compressor: Option<wire::Compressor>,
+    checksum_verified: bool,
+}
+
 /// Decodes and counts one message; returns it uncompressed for the engine,
-/// or `None` (counted and logged) when it cannot be decoded.
+/// or `None` (counted and logged) when it cannot be decoded or nests deeper
+/// than [`MAX_NESTING`]. Inflating and walking happen before the counters'
+/// lock is taken; the lock is held only to add up.
 pub(crate) fn decode(
     conn: u64,
     direction: Direction,
     frame: &Bytes,
     stats: &Stats,
 ) -> Option<Bytes> {
+    let mut tally = Tally::default();
+    let result = decode_frame(frame, &mut tally, 0);
+    let command = match (&result, direction) {
+        (Ok(bytes), Direction::Request) => Message::parse(bytes)
+            .ok()
+            .and_then(|m| wire::command_name(&m)),
+        _ => None,
+    };
     let mut counters = stats.analysis.lock().unwrap_or_else(|p| p.into_inner());
-    match decode_frame(frame, direction, &mut counters) {
-        Ok(bytes) => Some(bytes),
-        Err(error) => {
-            *counters.decode_errors.entry(error.kind()).or_default() += 1;
-            let log = counters.log_allowed(error.kind());
-            drop(counters);
-            if log {
-                let side = match direction {
-                    Direction::Request => "request",
-                    Direction::Reply => "reply",
-                };
-                tracing::warn!(
-                    conn,
-                    "analysis could not decode a {side}: {error} (forwarded unchanged; at most one such line a second per kind of error)"
-                );
-            }
-            None
-        }
+    for opcode in tally.opcodes.into_iter().flatten() {
+        *counters.messages.entry((direction, opcode)).or_default() += 1;
     }
+    if let Some(c) = tally.compressor {
+        *counters.compressed.entry(c).or_default() += 1;
+    }
+    counters.checksums_verified += u64::from(tally.checksum_verified);
+    if let Some(name) = command {
+        counters.count_command(name);
+    }
+    let error = match result {
+        Ok(bytes) => return Some(bytes),
+        Err(error) => error,
+    };
+    *counters.decode_errors.entry(error.kind()).or_default() += 1;
+    let log = counters.log_allowed(error.kind());
+    drop(counters);
+    if log {
+        let side = match direction {
+            Direction::Request => "request",
+            Direction::Reply => "reply",
+        };
+        tracing::warn!(
+            conn,
+            "analysis could not decode a {side}: {error} (forwarded unchanged; at most one such line a second per kind of error)"
+        );
+    }
+    None
 }
 
 /// A compressed message is counted as OP_COMPRESSED and then again as the
-/// message it carries.
-fn decode_frame(
-    frame: &Bytes,
-    direction: Direction,
-    counters: &mut AnalysisCounters,
-) -> Result<Bytes, wire::WireError> {
+/// message it carries (the parser refuses compressed-in-compressed, so
+/// `level` is 0 or 1).
+fn decode_frame(frame: &Bytes, tally: &mut Tally, level: usize) -> Result<Bytes, wire::WireError> {
     let message = Message::parse(frame)?;
-    *counters
-        .messages
-        .entry((direction, message.opcode()))
-        .or_default() += 1;
+    tally.opcodes[level.min(1)] = Some(message.opcode());
     match &message {
-        Message::Compressed(c) => {
-            *counters.compressed.entry(c.compressor).or_default() += 1;
-            // The parser refuses compressed-in-compressed, so this recursion
-            // is one level deep at most.
+        Message::Compressed(c) if level == 0 => {
+            tally.compressor = Some(c.compressor);
             let inner = Bytes::from(c.decompress()?);
-            return decode_frame(&inner, direction, counters);
+            return decode_frame(&inner, tally, 1);
+        }
+        Message::Compressed(_) => {
+            return Err(wire::WireError::BadCompressed(
+                "compressed inside compressed",
+            ))
         }
         Message::Msg(msg) => {
             if msg.checksum.is_some() {
                 wire::op_msg::verify_checksum(frame)?;
-                counters.checksums_verified += 1;
+                tally.checksum_verified = true;
             }
             validate_bson(msg.body)?;
+            wire::bson_walk::nesting_depth(msg.body, MAX_NESTING)?;
+            for sequence in msg.sequences() {
+                for doc in sequence.documents() {
+                    wire::bson_walk::nesting_depth(doc?, MAX_NESTING)?;
+                }
+            }
         }
-        _ => {}
-    }
-    if direction == Direction::Request {
-        if let Some(name) = wire::command_name(&message) {
-            counters.count_command(name);
+        Message::Query(q) => {
+            wire::bson_walk::nesting_depth(q.command(), MAX_NESTING)?;
         }
+        Message::Reply(r) => {
+            for doc in r.documents() {
+                wire::bson_walk::nesting_depth(doc, MAX_NESTING)?;
+            }
+        }
+        Message::Other(..) => {}
     }
     Ok(frame.clone())
 }

@@ -49,6 +49,17 @@ pub struct Counters {
     pub decode_errors: u64,
     pub findings_dropped: u64,
     pub commands: BTreeMap<String, u64>,
+    /// Messages skipped by the analysis, by reason (`too_deep`,
+    /// `invalid_bson`, …): the detail of `decode_errors`.
+    #[serde(default)]
+    pub skipped: BTreeMap<String, u64>,
+    /// Panics caught while analysing a message (outside any rule).
+    #[serde(default)]
+    pub analysis_panics: u64,
+    /// Panics caught inside a rule, by rule id (that rule skipped that
+    /// message; the others ran).
+    #[serde(default)]
+    pub rule_panics: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -174,6 +185,13 @@ impl Report {
                 decode_errors: stats.decode_errors.values().sum(),
                 findings_dropped: knowledge.findings.dropped,
                 commands: stats.commands.clone(),
+                skipped: stats.decode_errors.clone(),
+                analysis_panics: stats.analysis_panics,
+                rule_panics: knowledge
+                    .rule_panics
+                    .iter()
+                    .map(|(id, n)| (id.to_string(), *n))
+                    .collect(),
             },
             patterns,
             shapes,

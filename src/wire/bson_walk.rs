@@ -164,6 +164,43 @@ fn value_len(doc: &[u8], element_type: u8, at: usize) -> Result<usize, WireError
     })
 }
 
+/// How deep documents and arrays nest in `doc` (a document alone is 1),
+/// found without recursion: an explicit stack of the enclosing documents'
+/// walkers, never more than `limit` of them. `Err(TooDeep)` as soon as the
+/// nesting passes `limit`; what lies deeper is not read.
+pub fn nesting_depth(doc: &[u8], limit: usize) -> Result<usize, WireError> {
+    let mut stack: Vec<Elements<'_>> = Vec::with_capacity(16);
+    stack.push(elements(doc));
+    let mut deepest = 1;
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            None => {
+                stack.pop();
+            }
+            Some(Err(e)) => return Err(e),
+            Some(Ok(e)) => {
+                let inner = match e.element_type {
+                    0x03 | 0x04 => e.value,
+                    // Code with scope: length, string, then the scope document.
+                    0x0F => {
+                        let code = len_prefixed(e.value, 4, 1, 4)?;
+                        e.value
+                            .get(4 + code..)
+                            .ok_or(WireError::InvalidBson("truncated code with scope"))?
+                    }
+                    _ => continue,
+                };
+                if stack.len() >= limit {
+                    return Err(WireError::TooDeep(limit));
+                }
+                stack.push(elements(inner));
+                deepest = deepest.max(stack.len());
+            }
+        }
+    }
+    Ok(deepest)
+}
+
 /// The first key of a document (the command name of a command body).
 pub fn first_key(doc: &[u8]) -> Option<&[u8]> {
     match elements(doc).next()? {
@@ -187,6 +224,26 @@ pub fn push_str_element(out: &mut Vec<u8>, key: &str, value: &str) {
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    /// Depth is found without recursion: a 10,000-deep document (which
+    /// would overflow any recursive walk) is refused at the limit, and
+    /// ordinary nesting is measured exactly.
+    #[test]
+    fn nesting_depth_is_bounded_without_recursion() {
+        let doc = rawdoc! {"a": {"b": [1, {"c": 1}]}, "d": 1};
+        assert_eq!(nesting_depth(doc.as_bytes(), 200), Ok(4));
+        assert_eq!(nesting_depth(doc.as_bytes(), 3), Err(WireError::TooDeep(3)));
+        let mut deep = vec![5, 0, 0, 0, 0];
+        for _ in 0..10_000 {
+            let mut outer = Vec::with_capacity(deep.len() + 12);
+            outer.extend_from_slice(&((deep.len() + 8) as i32).to_le_bytes());
+            outer.extend_from_slice(&[0x03, b'a', 0]);
+            outer.extend_from_slice(&deep);
+            outer.push(0);
+            deep = outer;
+        }
+        assert_eq!(nesting_depth(&deep, 200), Err(WireError::TooDeep(200)));
+    }
 
     #[test]
     fn walks_every_type_the_spec_lists() {

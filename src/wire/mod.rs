@@ -145,6 +145,8 @@ pub enum WireError {
     UnknownCompressor(u8),
     #[error("unknown opcode {0}")]
     UnknownOpCode(i32),
+    #[error("documents nested deeper than {0} levels")]
+    TooDeep(usize),
 }
 
 impl WireError {
@@ -159,6 +161,7 @@ impl WireError {
             WireError::SizeMismatch { .. } => "compressed_size_mismatch",
             WireError::UnknownCompressor(_) => "unknown_compressor",
             WireError::UnknownOpCode(_) => "unknown_opcode",
+            WireError::TooDeep(_) => "too_deep",
         }
     }
 }
