@@ -268,3 +268,38 @@ fn a_filter_nested_thousands_deep_is_analysed_without_overflow() {
     let k = k.lock().unwrap();
     assert_eq!(k.operations, 1, "the request was analysed, not skipped");
 }
+
+/// Connection state does not depend on the `Closed` event arriving (it is
+/// dropped when a queue is full): a request left unanswered for ten minutes
+/// is forgotten at the next tick, so its late reply is unpaired, and the
+/// pattern's invocation is committed.
+#[test]
+fn state_of_a_connection_whose_close_was_lost_is_forgotten() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let find = encode(
+        10,
+        0,
+        0,
+        rawdoc! {"find": "c", "filter": {"a": 1}, "comment": "lost", "$db": "d"}.as_bytes(),
+        &[],
+    );
+    e.message(5, Direction::Request, t, Bytes::from(find));
+    e.tick(t + std::time::Duration::from_secs(60));
+    assert_eq!(
+        k.lock().unwrap().patterns.get("lost").unwrap().invocations,
+        0
+    );
+    e.tick(t + std::time::Duration::from_secs(601));
+    let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(1)}, "ok": 1.0};
+    e.message(
+        5,
+        Direction::Reply,
+        t,
+        Bytes::from(encode(11, 10, 0, reply.as_bytes(), &[])),
+    );
+    let k = k.lock().unwrap();
+    assert_eq!(k.unpaired_replies, 1, "the stale request was forgotten");
+    assert_eq!(k.patterns.get("lost").unwrap().invocations, 1);
+}

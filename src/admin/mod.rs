@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -26,13 +27,60 @@ pub struct AdminState {
     pub upstream: String,
     /// The bearer token the endpoints require, when one is set.
     pub token: Option<Arc<str>>,
+    /// The last report the endpoints built, and when.
+    pub snapshot: Arc<Mutex<Option<(Instant, Arc<Report>)>>>,
 }
 
+/// How old a report the endpoints may serve: however often they are
+/// scraped, the knowledge store (which the analysis workers lock per
+/// message) is read for them at most once a second.
+const SNAPSHOT_AGE: Duration = Duration::from_secs(1);
+
 impl AdminState {
+    pub fn new(
+        stats: Arc<Stats>,
+        knowledge: Arc<Mutex<Knowledge>>,
+        upstream: String,
+        token: Option<Arc<str>>,
+    ) -> AdminState {
+        AdminState {
+            stats,
+            knowledge,
+            upstream,
+            token,
+            snapshot: Arc::default(),
+        }
+    }
+
+    /// A report of everything learnt so far, built now.
     pub fn report(&self) -> Report {
         let snapshot = self.stats.snapshot();
         let k = self.knowledge.lock().unwrap_or_else(|p| p.into_inner());
         Report::build(&k, &snapshot, &self.upstream)
+    }
+
+    /// The report the endpoints serve: rebuilt when the last one is older
+    /// than a second (one rebuild at a time; concurrent requests share it).
+    pub fn snapshot(&self) -> Arc<Report> {
+        let mut cached = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        match &*cached {
+            Some((at, report)) if at.elapsed() < SNAPSHOT_AGE => report.clone(),
+            _ => {
+                let report = Arc::new(self.report());
+                *cached = Some((Instant::now(), report.clone()));
+                report
+            }
+        }
+    }
+
+    /// [`AdminState::snapshot`] on a blocking thread, so building a large
+    /// report never holds up the runtime's threads.
+    async fn snapshot_off_runtime(&self) -> Arc<Report> {
+        let state = self.clone();
+        match tokio::task::spawn_blocking(move || state.snapshot()).await {
+            Ok(report) => report,
+            Err(_) => Arc::new(self.report()),
+        }
     }
 }
 
@@ -121,20 +169,21 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn findings(State(state): State<AdminState>) -> impl IntoResponse {
-    Json(state.report().findings)
+    Json(state.snapshot_off_runtime().await.findings.clone())
 }
 
 async fn patterns(State(state): State<AdminState>) -> impl IntoResponse {
-    Json(state.report().patterns)
+    Json(state.snapshot_off_runtime().await.patterns.clone())
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+    let report = state.snapshot_off_runtime().await;
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        render_metrics(&state),
+        render_metrics(&state, &report),
     )
 }
 
@@ -156,7 +205,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-pub fn render_metrics(state: &AdminState) -> String {
+pub fn render_metrics(state: &AdminState, report: &Report) -> String {
     let s = state.stats.snapshot();
     let mut out = String::with_capacity(4096);
     family(
@@ -306,7 +355,6 @@ pub fn render_metrics(state: &AdminState) -> String {
         );
     }
 
-    let report = state.report();
     family(
         &mut out,
         "wirelint_analysis_panics_total",

@@ -99,6 +99,9 @@ const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(2);
 /// Requests remembered per connection while awaiting replies; beyond this
 /// (a client that never reads its replies) the oldest are forgotten.
 const MAX_PENDING: usize = 1024;
+/// Requests unanswered this long, and connections silent this long with
+/// nothing pending, are forgotten (see `Engine::forget_stale`).
+const STALE: Duration = Duration::from_secs(600);
 /// An invocation with no activity for this long is complete.
 const INVOCATION_IDLE: Duration = Duration::from_millis(500);
 /// Longest `comment` used as a pattern name.
@@ -500,6 +503,7 @@ impl Engine {
 
     /// Periodic: completes idle invocations, runs the rules' tick hooks.
     pub fn tick(&mut self, now: Instant) {
+        self.forget_stale(now);
         let mut done = Vec::new();
         for state in self.conns.values_mut() {
             let idle = state
@@ -519,6 +523,31 @@ impl Engine {
             k.with_rules(|rule, cx| rule.on_tick(cx))
         };
         self.emit(events);
+    }
+
+    /// Bounds per-connection state in time, whatever happens to the
+    /// `Closed` events (one can be lost when a queue is full): requests
+    /// unanswered for [`STALE`] are forgotten (their replies, if any, count
+    /// as unpaired), and a connection with nothing pending and no traffic
+    /// for as long is dropped (its invocation committed).
+    fn forget_stale(&mut self, now: Instant) {
+        let stale = |t: Instant| now.saturating_duration_since(t) >= STALE;
+        let mut finished = Vec::new();
+        self.conns.retain(|_, state| {
+            state.pending.retain(|_, p| !stale(p.at));
+            let idle = state.last_activity.is_none_or(stale);
+            if idle && state.pending.is_empty() {
+                finished.extend(state.current.take());
+                return false;
+            }
+            true
+        });
+        if !finished.is_empty() {
+            let mut k = lock(&self.knowledge);
+            for inv in &finished {
+                k.patterns.commit(inv);
+            }
+        }
     }
 
     /// Completes every invocation (at shutdown, so reports are whole).

@@ -92,12 +92,12 @@ impl Proxy {
                 knowledge.clone(),
             ));
         }
-        let observed = AdminState {
-            stats: stats.clone(),
-            knowledge: knowledge.clone(),
-            upstream: upstream.clone(),
-            token: settings.admin_token.as_deref().map(Arc::from),
-        };
+        let observed = AdminState::new(
+            stats.clone(),
+            knowledge.clone(),
+            upstream.clone(),
+            settings.admin_token.as_deref().map(Arc::from),
+        );
         let admin_addr = match &settings.admin {
             Some(addr) => {
                 Some(crate::admin::serve(addr, observed.clone(), shutdown_rx.clone()).await?)
@@ -217,7 +217,13 @@ async fn write_reports(
     loop {
         tokio::select! {
             _ = every.tick() => {
-                if let Err(e) = state.report().write(&path) {
+                // Built and written on a blocking thread, off the runtime.
+                let (state, path) = (state.clone(), path.clone());
+                let written = tokio::task::spawn_blocking(move || {
+                    state.report().write(&path).map_err(|e| (path, e))
+                })
+                .await;
+                if let Ok(Err((path, e))) = written {
                     tracing::warn!(report = %path.display(), "cannot write the report: {e}");
                 }
             }
