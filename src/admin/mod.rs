@@ -28,8 +28,11 @@ pub struct AdminState {
     /// The bearer token the endpoints require, when one is set.
     pub token: Option<Arc<str>>,
     /// The last report the endpoints built, and when.
-    pub snapshot: Arc<Mutex<Option<(Instant, Arc<Report>)>>>,
+    snapshot: Arc<Mutex<Option<Snapshot>>>,
 }
+
+/// A report and when it was built.
+type Snapshot = (Instant, Arc<Report>);
 
 /// How old a report the endpoints may serve: however often they are
 /// scraped, the knowledge store (which the analysis workers lock per
