@@ -208,6 +208,22 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// Namespaces and patterns with series of their own in `/metrics`, at most.
+pub const MAX_LABELS: usize = 100;
+/// The label the others are added up under.
+const OTHER: &str = "(other)";
+
+/// The `MAX_LABELS` busiest names (ties broken by name, so scrapes agree).
+fn busiest(counts: BTreeMap<&str, u64>) -> std::collections::BTreeSet<&str> {
+    let mut ranked: Vec<(&str, u64)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    ranked
+        .into_iter()
+        .take(MAX_LABELS)
+        .map(|(k, _)| k)
+        .collect()
+}
+
 pub fn render_metrics(state: &AdminState, report: &Report) -> String {
     let s = state.stats.snapshot();
     let mut out = String::with_capacity(4096);
@@ -388,10 +404,21 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
         "counter",
         "Data operations, by namespace and command.",
     );
+    // Labels come from the traffic (namespaces, pattern names): only the
+    // busiest MAX_LABELS get series of their own, the rest are added up
+    // under `(other)`, so a scrape stays small however many there are.
+    let mut by_namespace: BTreeMap<&str, u64> = BTreeMap::new();
+    for shape in &report.shapes {
+        *by_namespace.entry(&shape.namespace).or_default() += shape.count;
+    }
+    let namespaces = busiest(by_namespace);
     let mut ops: BTreeMap<(String, String), u64> = BTreeMap::new();
     for shape in &report.shapes {
-        *ops.entry((shape.namespace.clone(), shape.command.clone()))
-            .or_default() += shape.count;
+        let ns = match namespaces.contains(shape.namespace.as_str()) {
+            true => shape.namespace.clone(),
+            false => OTHER.to_string(),
+        };
+        *ops.entry((ns, shape.command.clone())).or_default() += shape.count;
     }
     for ((ns, cmd), n) in ops {
         let _ = writeln!(
@@ -401,13 +428,25 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
             label(&cmd)
         );
     }
+    let patterns = busiest(
+        report
+            .patterns
+            .iter()
+            .map(|p| (p.name.as_str(), p.round_trips))
+            .collect(),
+    );
     family(
         &mut out,
         "wirelint_pattern_latency_seconds",
         "summary",
         "Latency per call of each access pattern, at the proxy.",
     );
+    let mut other_calls = 0;
     for p in &report.patterns {
+        if !patterns.contains(p.name.as_str()) {
+            other_calls += p.invocations;
+            continue;
+        }
         let name = label(&p.name);
         for (q, v) in [
             ("0.5", p.latency_us.p50),
@@ -426,18 +465,35 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
             p.invocations
         );
     }
+    if other_calls > 0 {
+        let _ = writeln!(
+            out,
+            "wirelint_pattern_latency_seconds_count{{pattern=\"{OTHER}\"}} {other_calls}"
+        );
+    }
     family(
         &mut out,
         "wirelint_pattern_round_trips_total",
         "counter",
         "Round trips of each access pattern.",
     );
+    let mut other_round_trips = 0;
     for p in &report.patterns {
+        if !patterns.contains(p.name.as_str()) {
+            other_round_trips += p.round_trips;
+            continue;
+        }
         let _ = writeln!(
             out,
             "wirelint_pattern_round_trips_total{{pattern=\"{}\"}} {}",
             label(&p.name),
             p.round_trips
+        );
+    }
+    if other_round_trips > 0 {
+        let _ = writeln!(
+            out,
+            "wirelint_pattern_round_trips_total{{pattern=\"{OTHER}\"}} {other_round_trips}"
         );
     }
     family(
