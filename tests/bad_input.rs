@@ -424,10 +424,12 @@ fn hostile_cases() -> Vec<Hostile> {
     ));
     let mut no_terminator = ping_body.as_bytes().to_vec();
     *no_terminator.last_mut().unwrap() = 7;
+    // The body's bounds are the frame's: without its NUL the OP_MSG itself
+    // is malformed, and the proxy closes the connection.
     out.push(hostile(
         "BSON document without its terminating NUL",
         msg_with_body(&no_terminator),
-        Forwarded,
+        Closed("document does not end with NUL"),
     ));
     let mut bad_type = ping_body.as_bytes().to_vec();
     bad_type[4] = 0x55;
@@ -666,7 +668,9 @@ async fn hostile_clients_affect_only_their_own_connection() {
     let cases = hostile_cases();
     assert!(cases.len() >= 50, "{} cases", cases.len());
     let mut tried = 0;
+    let frame_errors = |p: &wirelint::Proxy| p.stats().frame_errors.values().sum::<u64>();
     for case in cases {
+        let frame_errors_before = frame_errors(&proxy);
         let mut s = TcpStream::connect(proxy.local_addr()).await.unwrap();
         let peer = format!("peer=127.0.0.1:{}", s.local_addr().unwrap().port());
         match case.dribble {
@@ -684,6 +688,7 @@ async fn hostile_clients_affect_only_their_own_connection() {
         if case.close_after {
             let _ = s.shutdown().await;
         }
+        let sent = std::time::Instant::now();
         match case.expect {
             Expect::Answered => {
                 let mut reply = vec![0u8; 16];
@@ -710,14 +715,52 @@ async fn hostile_clients_affect_only_their_own_connection() {
                 );
             }
             Expect::Forwarded => {
-                // Answered (an error document) or closed by the backend;
-                // the idle timeout (2 s) ends it otherwise. Never a hang.
+                // The backend had it: either its answer (a reply to this
+                // request's id) came back, or the backend closed the
+                // connection with the request in flight (logged as such).
+                // The proxy itself must not have refused it.
+                let request_id = Header::parse(&case.bytes).map(|h| h.request_id);
                 let mut first = vec![0u8; 16];
                 let outcome =
                     tokio::time::timeout(Duration::from_secs(6), s.read_exact(&mut first)).await;
+                match outcome {
+                    Ok(Ok(_)) => {
+                        let h = Header::parse(&first).unwrap();
+                        assert_eq!(
+                            Some(h.response_to),
+                            request_id,
+                            "{}: a reply, but not to this request",
+                            case.name
+                        );
+                    }
+                    Ok(Err(_)) => {
+                        // Closed by the backend: before the idle timeout
+                        // (2 s), with no frame error counted and no line
+                        // giving a reason of the proxy's own for this peer.
+                        assert!(
+                            sent.elapsed() < Duration::from_secs(2),
+                            "{}: closed only by the idle timeout",
+                            case.name
+                        );
+                        assert_eq!(
+                            frame_errors(&proxy),
+                            frame_errors_before,
+                            "{}: the proxy counted a frame error",
+                            case.name
+                        );
+                        for reason in ["idle timeout", "upstream timeout", "invalid message"] {
+                            assert!(
+                                common::log_lines_with(&[&peer, reason]).is_empty(),
+                                "{}: closed by the proxy ({reason})",
+                                case.name
+                            );
+                        }
+                    }
+                    Err(_) => panic!("{}: neither answered nor closed", case.name),
+                }
                 assert!(
-                    outcome.is_ok(),
-                    "{}: neither answered nor closed",
+                    common::log_lines_with(&[&peer, "invalid message from the client"]).is_empty(),
+                    "{}: the proxy refused what it should have forwarded",
                     case.name
                 );
             }
