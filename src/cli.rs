@@ -265,12 +265,6 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
             return 1;
         }
     };
-    tracing::info!(
-        listen = %proxy.local_addr(),
-        upstream = %proxy.upstream(),
-        "wirelint is forwarding; connect your application to {}",
-        proxy.connection_string()
-    );
     let summary = run.summary_interval.map(|every| {
         let observed = proxy.knowledge();
         let stats_source = proxy.stats_handle();

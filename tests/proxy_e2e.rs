@@ -492,27 +492,64 @@ async fn connection_limit_refuses_extra_connections_with_a_log_line() {
     proxy.shutdown().await;
 }
 
+/// A request really in flight when shutdown starts: the backend (a stand-in
+/// that answers each message 400 ms late; FerretDB has no slow command to
+/// use) is still working on it, and shutdown waits for its reply to reach
+/// the client before closing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_in_flight_requests_finish_then_closes() {
-    let backend = Backend::shared();
-    let proxy = common::proxy(&backend.uri()).await;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const LATE: Duration = Duration::from_millis(400);
+    let slow = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow_addr = slow.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = slow.accept().await {
+            tokio::spawn(async move {
+                let mut header = [0u8; 16];
+                while s.read_exact(&mut header).await.is_ok() {
+                    let h = wirelint::wire::Header::parse(&header).unwrap();
+                    let mut body = vec![0u8; h.message_length as usize - 16];
+                    s.read_exact(&mut body).await.unwrap();
+                    tokio::time::sleep(LATE).await;
+                    let reply = wirelint::wire::op_msg::encode(
+                        1,
+                        h.request_id,
+                        0,
+                        bson::rawdoc! {"ok": 1.0}.as_bytes(),
+                        &[],
+                    );
+                    s.write_all(&reply).await.unwrap();
+                }
+            });
+        }
+    });
+    let proxy = common::proxy(&format!("mongodb://{slow_addr}")).await;
     let addr = proxy.local_addr();
-    let c = common::client(&proxy.connection_string()).await;
-    let coll = c.database("shutdown_test").collection::<Document>("c");
-    coll.insert_one(doc! {"a": 1}).await.unwrap();
-    // A slow request in flight while shutdown starts.
-    let slow =
-        tokio::spawn(async move { coll.find_one(doc! {"$where": "sleep(300) || true"}).await });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let ping = wirelint::wire::op_msg::encode(
+        77,
+        0,
+        0,
+        bson::rawdoc! {"ping": 1, "$db": "admin"}.as_bytes(),
+        &[],
+    );
+    client.write_all(&ping).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    proxy.shutdown().await;
-    assert!(started.elapsed() < Duration::from_secs(5));
-    // Whatever FerretDB made of $where, the reply reached the client (an
-    // answer, not a network error from a cut connection).
-    let answer = slow.await.unwrap();
-    if let Err(e) = &answer {
-        assert!(!matches!(*e.kind, mongodb::error::ErrorKind::Io(_)), "{e}");
-    }
+    let stats = proxy.shutdown().await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= LATE - Duration::from_millis(150) && waited < Duration::from_secs(5),
+        "shutdown took {waited:?}: it should wait for the request in flight, and no longer"
+    );
+    assert_eq!(stats.replies_forwarded, 1);
+    // The reply reached the client (not a cut connection), then the close.
+    let mut reply = [0u8; 16];
+    client.read_exact(&mut reply).await.unwrap();
+    assert_eq!(
+        wirelint::wire::Header::parse(&reply).unwrap().response_to,
+        77
+    );
     assert!(
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "still accepting after shutdown"

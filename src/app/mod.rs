@@ -112,6 +112,12 @@ impl Proxy {
                 shutdown_rx,
             ));
         }
+        tracing::info!(
+            listen = %forwarder.local_addr(),
+            upstream = %upstream,
+            "wirelint is forwarding; connect your application to mongodb://{}/",
+            forwarder.local_addr()
+        );
         Ok(Proxy {
             forwarder,
             stats,
