@@ -845,3 +845,52 @@ async fn hostile_clients_affect_only_their_own_connection() {
         grown >> 20
     );
 }
+
+/// With the backend down, each client is answered from the header of its
+/// first message. Forty clients sending only a header that announces a
+/// 48 MB message must not make wirelint allocate what they announce (it
+/// allocated and zeroed 48 MB per connection before: 40 took RSS to 843
+/// MiB), and each still gets the error naming the cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bare_headers_with_the_backend_down_cost_nothing() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    let proxy = common::proxy(&format!("mongodb://{dead_addr}")).await;
+    let rss_before = rss_bytes();
+    let mut clients = Vec::new();
+    for i in 0..40 {
+        let mut s = TcpStream::connect(proxy.local_addr()).await.unwrap();
+        let mut h = Vec::new();
+        Header {
+            message_length: 48_000_000,
+            request_id: 100 + i,
+            response_to: 0,
+            op_code: 2013,
+        }
+        .write(&mut h);
+        s.write_all(&h).await.unwrap();
+        clients.push((i, s));
+    }
+    for (i, s) in &mut clients {
+        let mut reply = [0u8; 16];
+        tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut reply))
+            .await
+            .expect("answered before the body arrived")
+            .unwrap();
+        let h = Header::parse(&reply).unwrap();
+        assert_eq!(h.response_to, 100 + *i);
+        let mut rest = vec![0u8; h.message_length as usize - 16];
+        s.read_exact(&mut rest).await.unwrap();
+        let text = String::from_utf8_lossy(&rest);
+        assert!(text.contains("cannot connect to upstream"), "{text}");
+    }
+    let grown = rss_bytes().saturating_sub(rss_before);
+    println!(
+        "40 bare headers announcing 48 MB each: RSS grew {} KiB",
+        grown >> 10
+    );
+    assert!(grown < 64 << 20, "RSS grew {} MiB", grown >> 20);
+    drop(clients);
+    proxy.shutdown().await;
+}
