@@ -58,6 +58,9 @@ struct Pending {
     /// A reply of an exhaust stream: it needed no request, so it is no
     /// round trip of its own.
     continuation: bool,
+    /// A data operation not learnt yet: its pattern, shape, state and rule
+    /// hooks wait for a reply that says the server accepted it.
+    learn: Option<NamedBy>,
 }
 
 impl Pending {
@@ -68,6 +71,7 @@ impl Pending {
             origin,
             getmore,
             continuation: false,
+            learn: None,
         }
     }
 }
@@ -184,39 +188,19 @@ impl Engine {
                     ),
                     _ => (shape.text.clone(), NamedBy::Shape),
                 };
-                self.start_operation(conn, &pattern, named_by, &shape);
-                let follow_up = self.follow_up(conn, at, cmd, &namespace, &pattern, named_by);
-                let (events, partitioning) = {
-                    let mut k = lock(&self.knowledge);
-                    k.operations += 1;
-                    k.patterns
-                        .touch(&pattern, named_by, &namespace, &shape, cmd.name);
-                    let partitioning =
-                        partition::classify_operation(cmd, &namespace, &k.partition_keys);
-                    k.patterns.count_partitions(&pattern, partitioning);
-                    let view = OpView {
-                        cmd,
-                        namespace: &namespace,
-                        shape: &shape,
-                        pattern: &pattern,
-                        partitioning,
-                        follow_up: follow_up.as_ref(),
-                    };
-                    (observe_writes(&mut k, &view), partitioning)
-                };
-                self.emit(events);
-                let origin = Origin {
-                    pattern,
-                    shape,
-                    namespace,
-                    partitioning,
-                };
+                // Learnt only once the server accepts it (see `reply`): a
+                // request that fails, is refused or is never answered (w: 0
+                // writes) changes no pattern, state or finding.
                 if expects_reply {
-                    self.remember(
-                        conn,
-                        request_id,
-                        Pending::new(at, parsed, Some(origin), false),
-                    );
+                    let origin = Origin {
+                        pattern,
+                        shape,
+                        namespace,
+                        partitioning: None,
+                    };
+                    let mut pending = Pending::new(at, parsed, Some(origin), false);
+                    pending.learn = Some(named_by);
+                    self.remember(conn, request_id, pending);
                 }
             }
             _ => {}
@@ -250,6 +234,24 @@ impl Engine {
                 errors.push(r.code().unwrap_or(-1));
             }
             errors.extend(r.write_error_codes());
+        }
+        let mut origin = origin;
+        if let Some(named_by) = pending.learn {
+            if !ok && !unsupported_here(reply.as_ref()) {
+                // Refused: counted against its pattern when the pattern is
+                // known already, and nothing more.
+                let mut k = lock(&self.knowledge);
+                k.rejected_operations += 1;
+                if let Some(p) = k.patterns.patterns.map_get_mut(origin.pattern.as_str()) {
+                    for code in &errors {
+                        *p.errors.entry(*code).or_default() += 1;
+                    }
+                }
+                return;
+            }
+            if let Some(cmd) = pending.request.command() {
+                origin.partitioning = self.learn(conn, pending.at, cmd, &origin, named_by);
+            }
         }
         let cursor = reply.as_ref().and_then(|r| r.cursor());
         let value = reply.as_ref().and_then(|r| r.value());
@@ -371,10 +373,47 @@ impl Engine {
                 Pending {
                     at,
                     continuation: true,
+                    learn: None,
                     ..pending
                 },
             );
         }
+    }
+
+    /// A data operation the server accepted: it joins the connection's
+    /// invocation, its pattern and shape are counted, its partition
+    /// targeting classified, what it writes recorded, and the rules' request
+    /// and document hooks run. Returns how it meets the partition key.
+    fn learn(
+        &mut self,
+        conn: u64,
+        at: Instant,
+        cmd: &Command<'_>,
+        origin: &Origin,
+        named_by: NamedBy,
+    ) -> Option<partition::Partitioning> {
+        let (pattern, shape, namespace) = (&origin.pattern, &origin.shape, &origin.namespace);
+        self.start_operation(conn, pattern, named_by, shape);
+        let follow_up = self.follow_up(conn, at, cmd, namespace, pattern, named_by);
+        let (events, partitioning) = {
+            let mut k = lock(&self.knowledge);
+            k.operations += 1;
+            k.patterns
+                .touch(pattern, named_by, namespace, shape, cmd.name);
+            let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
+            k.patterns.count_partitions(pattern, partitioning);
+            let view = OpView {
+                cmd,
+                namespace,
+                shape,
+                pattern,
+                partitioning,
+                follow_up: follow_up.as_ref(),
+            };
+            (observe_writes(&mut k, &view), partitioning)
+        };
+        self.emit(events);
+        partitioning
     }
 
     /// Whether a single-document query fetches by a value that the last list
@@ -561,6 +600,20 @@ impl Engine {
 
 fn lock(knowledge: &Mutex<Knowledge>) -> std::sync::MutexGuard<'_, Knowledge> {
     knowledge.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A refusal that says "this backend does not implement it" (FerretDB and
+/// Cosmos DB answer `$lookup` stages or commands they lack this way): the
+/// server parsed, authenticated and authorized the request, so the access
+/// pattern is the application's own, as MongoDB would run it, and it is
+/// learnt. Every other refusal (unauthorized, invalid, failed) is not.
+fn unsupported_here(reply: Option<&Reply<'_>>) -> bool {
+    const NOT_IMPLEMENTED: i32 = 238;
+    const COMMAND_NOT_SUPPORTED: i32 = 115;
+    matches!(
+        reply.and_then(|r| r.code()),
+        Some(NOT_IMPLEMENTED | COMMAND_NOT_SUPPORTED)
+    )
 }
 
 /// The namespace a data command works on (bulkWrite: its first).

@@ -35,6 +35,8 @@ pub struct Knowledge {
     pub operations: u64,
     /// Replies whose request was never seen (or already answered).
     pub unpaired_replies: u64,
+    /// Data operations the server refused (`ok: 0`): not learnt from.
+    pub rejected_operations: u64,
     /// Panics caught inside a rule's hook, by rule id.
     pub rule_panics: std::collections::BTreeMap<&'static str, u64>,
     rules: Vec<Box<dyn Rule>>,
@@ -84,6 +86,7 @@ impl Knowledge {
             operations: 0,
             unpaired_replies: 0,
             rule_panics: Default::default(),
+            rejected_operations: 0,
             rules,
         }
     }

@@ -53,6 +53,9 @@ pub struct Counters {
     /// `invalid_bson`, …): the detail of `decode_errors`.
     #[serde(default)]
     pub skipped: BTreeMap<String, u64>,
+    /// Data operations the server refused (`ok: 0`): counted, not learnt.
+    #[serde(default)]
+    pub rejected_operations: u64,
     /// Panics caught while analysing a message (outside any rule).
     #[serde(default)]
     pub analysis_panics: u64,
@@ -186,6 +189,7 @@ impl Report {
                 findings_dropped: knowledge.findings.dropped,
                 commands: stats.commands.clone(),
                 skipped: stats.decode_errors.clone(),
+                rejected_operations: knowledge.rejected_operations,
                 analysis_panics: stats.analysis_panics,
                 rule_panics: knowledge
                     .rule_panics
