@@ -178,6 +178,28 @@ impl RuleSettings {
     }
 }
 
+impl FindingDraft {
+    /// A finding about `subject` in the operation's namespace, seen in its
+    /// access pattern and shape: what most rules report.
+    pub fn about(
+        op: &OpView<'_>,
+        subject: impl Into<String>,
+        severity: Severity,
+        message: String,
+        evidence: BTreeMap<String, serde_json::Value>,
+    ) -> FindingDraft {
+        FindingDraft {
+            namespace: op.namespace.to_string(),
+            subject: subject.into(),
+            severity,
+            pattern: Some(op.pattern.to_string()),
+            shape: Some(op.shape.text.clone()),
+            message,
+            evidence,
+        }
+    }
+}
+
 /// What a rule's hook can see and do.
 pub struct RuleContext<'a> {
     pub namespaces: &'a Namespaces,

@@ -191,15 +191,7 @@ impl CrossPartitionCounts {
         );
         cx.report(
             meta,
-            FindingDraft {
-                namespace: op.namespace.to_string(),
-                subject: op.shape.text.clone(),
-                severity,
-                pattern: Some(op.pattern.to_string()),
-                shape: Some(op.shape.text.clone()),
-                message,
-                evidence,
-            },
+            FindingDraft::about(op, op.shape.text.clone(), severity, message, evidence),
         );
     }
 }

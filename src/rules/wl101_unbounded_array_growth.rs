@@ -144,15 +144,7 @@ impl Rule for UnboundedArrayGrowth {
             };
             cx.report(
                 &META,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: path.clone(),
-                    severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!("{operator} onto `{path}` with no $slice, {count} updates so far{confirmed}"),
-                    evidence,
-                },
+                FindingDraft::about(op, path.clone(), severity, format!("{operator} onto `{path}` with no $slice, {count} updates so far{confirmed}"), evidence),
             );
         }
     }

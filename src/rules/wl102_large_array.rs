@@ -71,19 +71,11 @@ impl Rule for LargeArray {
             evidence.insert("seen_when".into(), json!(source.as_str()));
             cx.report(
                 &META,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: path.clone(),
-                    severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!(
+                FindingDraft::about(op, path.clone(), severity, format!(
                         "array `{path}` has {len} elements in a {} document (max seen {max}, p99 ≤ {p99}; warn ≥ {})",
                         source.as_str(),
                         warn as u64
-                    ),
-                    evidence,
-                },
+                    ), evidence),
             );
         }
     }

@@ -72,13 +72,11 @@ impl Rule for LargeDocument {
         }
         cx.report(
             &META,
-            FindingDraft {
-                namespace: op.namespace.to_string(),
-                subject: "(documents)".into(),
+            FindingDraft::about(
+                op,
+                "(documents)",
                 severity,
-                pattern: Some(op.pattern.to_string()),
-                shape: Some(op.shape.text.clone()),
-                message: format!(
+                format!(
                     "{} document of {} (largest so far {}; {over} over {})",
                     source.as_str(),
                     human_bytes(size),
@@ -86,7 +84,7 @@ impl Rule for LargeDocument {
                     human_bytes(warn as u64)
                 ),
                 evidence,
-            },
+            ),
         );
     }
 }

@@ -88,21 +88,13 @@ impl Rule for MissingSubset {
             evidence.insert("suggested_subset".into(), json!(suggested));
             cx.report(
                 &MISSING,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: array.path.clone(),
-                    severity: MISSING.severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!(
+                FindingDraft::about(op, array.path.clone(), MISSING.severity, format!(
                         "`{}` ({} elements, {}) is returned whole by {}: no projection drops or slices it; embed the {suggested} most used and move the rest",
                         array.path,
                         array.len,
                         super::common::human_bytes(array.bytes as u64),
                         op.cmd.name
-                    ),
-                    evidence,
-                },
+                    ), evidence),
             );
         }
     }

@@ -60,17 +60,9 @@ impl Rule for SliceOnRead {
             evidence.insert("stored_max_length".into(), json!(stored));
             cx.report(
                 &SLICE,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: path.clone(),
-                    severity: SLICE.severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!(
+                FindingDraft::about(op, path.clone(), SLICE.severity, format!(
                         "reads project `{path}` with $slice {n} ({reads} so far) while the stored array has up to {stored} elements: store those {n} in the document, the rest elsewhere"
-                    ),
-                    evidence,
-                },
+                    ), evidence),
             );
         }
     }

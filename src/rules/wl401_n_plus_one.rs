@@ -55,18 +55,10 @@ impl Rule for NPlusOne {
         evidence.insert("list_documents".into(), json!(f.leading_docs));
         cx.report(
             &META,
-            FindingDraft {
-                namespace: op.namespace.to_string(),
-                subject: format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field),
-                severity: META.severity,
-                pattern: Some(op.pattern.to_string()),
-                shape: Some(op.shape.text.clone()),
-                message: format!(
+            FindingDraft::about(op, format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field), META.severity, format!(
                     "after a list of {} documents from {}, {} queries fetch one document each from {} by `{}` taken from that list",
                     f.leading_docs, f.leading_namespace, f.count, op.namespace, f.field
-                ),
-                evidence,
-            },
+                ), evidence),
         );
     }
 }

@@ -123,19 +123,11 @@ impl Rule for CountOnRead {
             evidence.insert("read_alongside".into(), json!(parents));
             cx.report(
                 &COUNT,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: field.clone(),
-                    severity: COUNT.severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!(
+                FindingDraft::about(op, field.clone(), COUNT.severity, format!(
                         "documents are counted by `{field}` on every `{}` call ({n} so far), alongside reads of {}",
                         op.pattern,
                         parents.join(", ")
-                    ),
-                    evidence,
-                },
+                    ), evidence),
             );
         }
     }

@@ -65,15 +65,7 @@ impl Rule for GrowingReferenceArray {
             evidence.insert("longest_array_seen".into(), json!(longest));
             cx.report(
                 &META,
-                FindingDraft {
-                    namespace: op.namespace.to_string(),
-                    subject: path.clone(),
-                    severity: META.severity,
-                    pattern: Some(op.pattern.to_string()),
-                    shape: Some(op.shape.text.clone()),
-                    message: format!("`{path}` collects the ids of {children} documents, one $push per child ({n} so far)"),
-                    evidence,
-                },
+                FindingDraft::about(op, path.clone(), META.severity, format!("`{path}` collects the ids of {children} documents, one $push per child ({n} so far)"), evidence),
             );
         }
     }

@@ -118,15 +118,7 @@ impl Rule for LookupHeavy {
         );
         cx.report(
             &META,
-            FindingDraft {
-                namespace: op.namespace.to_string(),
-                subject: "(reads)".into(),
-                severity: META.severity,
-                pattern: Some(op.pattern.to_string()),
-                shape: Some(op.shape.text.clone()),
-                message,
-                evidence,
-            },
+            FindingDraft::about(op, "(reads)", META.severity, message, evidence),
         );
     }
 }
