@@ -34,6 +34,20 @@ impl Compressor {
         }
     }
 
+    /// How many bytes one byte of this compressor's input can inflate to,
+    /// at most, with margin: snappy's densest copy (3 bytes → 64) is about
+    /// 21×, deflate's 1,032×. zstd's run-length blocks have no useful bound;
+    /// its output is only ever grown as it inflates (and stopped one byte
+    /// past the declared size).
+    pub fn max_inflation(self) -> Option<usize> {
+        match self {
+            Compressor::Noop => Some(1),
+            Compressor::Snappy => Some(32),
+            Compressor::Zlib => Some(1_100),
+            Compressor::Zstd => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Compressor::Noop => "noop",
@@ -92,7 +106,21 @@ impl<'a> OpCompressed<'a> {
     /// Fails if the data inflates to anything but the declared size.
     pub fn decompress(&self) -> Result<Vec<u8>, WireError> {
         let declared = self.uncompressed_size;
-        let mut out = Vec::with_capacity(HEADER_LEN + declared);
+        // A size no input of this length can inflate to is a lie, refused
+        // before any memory is set aside for it: what decompression may
+        // allocate is bounded by the bytes actually present.
+        if let Some(ratio) = self.compressor.max_inflation() {
+            let most = self.data.len().saturating_mul(ratio).saturating_add(1024);
+            if declared > most {
+                return Err(WireError::BadCompressed(
+                    "declared size beyond what these compressed bytes can inflate to",
+                ));
+            }
+        }
+        // Room for what the input can plausibly give; more is grown only
+        // as it actually inflates.
+        let mut out =
+            Vec::with_capacity(HEADER_LEN + declared.min(self.data.len().saturating_mul(64)));
         Header {
             message_length: (HEADER_LEN + declared) as i32,
             request_id: self.header.request_id,
@@ -203,6 +231,36 @@ mod tests {
     fn sample() -> Vec<u8> {
         let body = rawdoc! {"find": "c", "filter": {"a": "x".repeat(300)}, "$db": "d"};
         op_msg::encode(11, 0, 0, body.as_bytes(), &[])
+    }
+
+    /// A 20-byte snappy message declaring 48 MB is refused from its sizes
+    /// alone, before anything is allocated for it.
+    #[test]
+    fn impossible_declared_sizes_are_refused_before_allocating() {
+        let mut m = compress(&sample(), Compressor::Snappy).unwrap();
+        m[20..24].copy_from_slice(&47_000_000i32.to_le_bytes());
+        let c = OpCompressed::parse(&m).unwrap();
+        assert!(matches!(
+            c.decompress(),
+            Err(WireError::BadCompressed(m)) if m.contains("beyond what")
+        ));
+        // A real high ratio is within the bounds: a megabyte of zeros.
+        let zeros = op_msg::encode(
+            1,
+            0,
+            0,
+            bson::rawdoc! {"z": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0; 1 << 20] }}
+                .as_bytes(),
+            &[],
+        );
+        for c in [Compressor::Snappy, Compressor::Zlib, Compressor::Zstd] {
+            let z = compress(&zeros, c).unwrap();
+            assert_eq!(
+                OpCompressed::parse(&z).unwrap().decompress().unwrap(),
+                zeros,
+                "{c:?}"
+            );
+        }
     }
 
     #[test]
