@@ -294,6 +294,22 @@ fn nested(depth: usize) -> Vec<u8> {
     doc
 }
 
+/// `{find: "c", $db: "bad_input", filter: <filter>}` as an OP_MSG, the
+/// filter's raw bytes spliced in as given.
+fn find_with_filter(filter: &[u8]) -> Vec<u8> {
+    let mut body = rawdoc! {"find": "c", "$db": "bad_input"}
+        .as_bytes()
+        .to_vec();
+    body.pop();
+    body.push(0x03);
+    body.extend_from_slice(b"filter\0");
+    body.extend_from_slice(filter);
+    body.push(0);
+    let len = body.len() as i32;
+    body[..4].copy_from_slice(&len.to_le_bytes());
+    msg_with_body(&body)
+}
+
 /// An OP_MSG with this body document, bytes as given.
 fn msg_with_body(body: &[u8]) -> Vec<u8> {
     let mut m = header(0, 2013);
@@ -457,22 +473,9 @@ fn hostile_cases() -> Vec<Hostile> {
         bad_utf8,
         Forwarded,
     ));
-    let mut deep = vec![];
-    deep.extend_from_slice(&nested(200));
-    let mut body = rawdoc! {"find": "c", "$db": "bad_input"}
-        .as_bytes()
-        .to_vec();
-    // {find: "c", $db: …, filter: <200 levels>}
-    body.pop();
-    body.push(0x03);
-    body.extend_from_slice(b"filter\0");
-    body.extend_from_slice(&deep);
-    body.push(0);
-    let len = body.len() as i32;
-    body[..4].copy_from_slice(&len.to_le_bytes());
     out.push(hostile(
         "filter nested 200 levels deep",
-        msg_with_body(&body),
+        find_with_filter(&nested(200)),
         Forwarded,
     ));
     // Past the server's own limit (200): the backend refuses it, and the
@@ -495,19 +498,9 @@ fn hostile_cases() -> Vec<Hostile> {
         doc[..4].copy_from_slice(&len.to_le_bytes());
         and = doc;
     }
-    let mut body = rawdoc! {"find": "c", "$db": "bad_input"}
-        .as_bytes()
-        .to_vec();
-    body.pop();
-    body.push(0x03);
-    body.extend_from_slice(b"filter\0");
-    body.extend_from_slice(&and);
-    body.push(0);
-    let len = body.len() as i32;
-    body[..4].copy_from_slice(&len.to_le_bytes());
     out.push(hostile(
         "filter with $and nested 5,000 deep",
-        msg_with_body(&body),
+        find_with_filter(&and),
         Forwarded,
     ));
     // OP_COMPRESSED: lying sizes, bombs, unknown compressors.
