@@ -10,6 +10,29 @@ use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// Entries each table of a rule's own keeps, at most (keys come from the
+/// traffic: namespaces, paths, shapes, pattern names). Past it the table
+/// forgets its first entry in key order — an arbitrary one, as far as the
+/// traffic is concerned — before adding the new one, so a client sending
+/// ever-new keys cannot grow a rule's memory.
+pub const RULE_TABLE_CAP: usize = 10_000;
+
+/// `map.entry(key).or_default()`, within [`RULE_TABLE_CAP`].
+pub fn bounded_entry<K: Ord, V: Default>(map: &mut BTreeMap<K, V>, key: K) -> &mut V {
+    if map.len() >= RULE_TABLE_CAP && !map.contains_key(&key) {
+        map.pop_first();
+    }
+    map.entry(key).or_default()
+}
+
+/// `map.insert(key, value)`, within [`RULE_TABLE_CAP`].
+pub fn bounded_insert<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, value: V) {
+    if map.len() >= RULE_TABLE_CAP && !map.contains_key(&key) {
+        map.pop_first();
+    }
+    map.insert(key, value);
+}
+
 /// A size for people: `512 B`, `3.0 KiB`, `1.5 MiB`.
 pub fn human_bytes(n: u64) -> String {
     const KIB: f64 = 1024.0;
@@ -133,17 +156,14 @@ impl CrossPartitionCounts {
         mine: fn(Partitioning, bool) -> bool,
     ) {
         let Some(how) = op.partitioning else { return };
-        let operations = self.operations.entry(op.namespace.to_string()).or_default();
+        let operations = bounded_entry(&mut self.operations, op.namespace.to_string());
         *operations += 1;
         let operations = *operations;
         let feed = is_feed(op);
         if !mine(how, feed) {
             return;
         }
-        let fanouts = self
-            .fanouts
-            .entry((op.namespace.to_string(), op.shape.hash))
-            .or_default();
+        let fanouts = bounded_entry(&mut self.fanouts, (op.namespace.to_string(), op.shape.hash));
         *fanouts += 1;
         let fanouts = *fanouts;
         let share = fanouts as f64 / operations as f64;
@@ -208,5 +228,28 @@ mod tests {
             sliced_paths(&p),
             vec![("reviews".to_string(), 10), ("comments".to_string(), 5)]
         );
+    }
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::*;
+
+    /// Ever-new keys never grow a rule's table past its cap; a key already
+    /// there is updated in place.
+    #[test]
+    fn rule_tables_stay_within_their_cap() {
+        let mut m: BTreeMap<String, u64> = BTreeMap::new();
+        for i in 0..RULE_TABLE_CAP + 5_000 {
+            *bounded_entry(&mut m, format!("k{i}")) += 1;
+        }
+        assert_eq!(m.len(), RULE_TABLE_CAP);
+        let last = format!("k{}", RULE_TABLE_CAP + 4_999);
+        *bounded_entry(&mut m, last.clone()) += 1;
+        assert_eq!((m.len(), m[&last]), (RULE_TABLE_CAP, 2));
+        for i in 0..RULE_TABLE_CAP + 5_000 {
+            bounded_insert(&mut m, format!("j{i}"), 0);
+        }
+        assert_eq!(m.len(), RULE_TABLE_CAP);
     }
 }

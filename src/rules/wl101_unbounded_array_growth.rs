@@ -5,6 +5,7 @@
 //! document's array is seen growing across observations. `$push` with
 //! `$each` and `$slice` keeps the array bounded and is never reported.
 
+use super::common::bounded_entry;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::command::{fold_path, is_bucketed, is_sliced};
@@ -111,10 +112,10 @@ impl Rule for UnboundedArrayGrowth {
             }
         }
         for (path, operator) in appends {
-            let count = self
-                .counts
-                .entry((op.namespace.to_string(), op.shape.hash, path.clone()))
-                .or_default();
+            let count = bounded_entry(
+                &mut self.counts,
+                (op.namespace.to_string(), op.shape.hash, path.clone()),
+            );
             *count += 1;
             let count = *count;
             if (count as f64) < cx.threshold(&META, op.namespace, "min_updates") {

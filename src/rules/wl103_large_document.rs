@@ -3,6 +3,7 @@
 //! of the way to the 16 MiB BSON limit) an error. Seen on inserts,
 //! replacements and reads alike.
 
+use super::common::bounded_entry;
 use super::common::human_bytes;
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::state::Doc;
@@ -52,7 +53,7 @@ impl Rule for LargeDocument {
         } else {
             Severity::Warning
         };
-        let entry = self.seen.entry(op.namespace.to_string()).or_default();
+        let entry = bounded_entry(&mut self.seen, op.namespace.to_string());
         entry.0 += 1;
         entry.1 = entry.1.max(size);
         let (over, largest) = *entry;

@@ -6,6 +6,7 @@
 //! Advice only: info. Silent until some partition key is known at all (a
 //! deployment that does not partition needs no partition-key advice).
 
+use super::common::bounded_entry;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::partition::{equality_paths, filters};
 use serde_json::json;
@@ -52,13 +53,13 @@ impl Rule for PartitionKeyAdvice {
         if filters.is_empty() && !op.cmd.kind.is_read() {
             return;
         }
-        let w = self.namespaces.entry(op.namespace.to_string()).or_default();
+        let w = bounded_entry(&mut self.namespaces, op.namespace.to_string());
         w.operations += 1;
         let mut paths: Vec<String> = filters.into_iter().flat_map(equality_paths).collect();
         paths.sort();
         paths.dedup();
         if w.sets.contains_key(&paths) || w.sets.len() < MAX_SETS {
-            *w.sets.entry(paths).or_default() += 1;
+            *bounded_entry(&mut w.sets, paths) += 1;
         }
     }
 

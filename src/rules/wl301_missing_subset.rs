@@ -7,6 +7,7 @@
 //! bucket pattern) are not reported.
 
 use super::common::sliced_paths;
+use super::common::{bounded_entry, bounded_insert};
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::state::Doc;
@@ -43,7 +44,7 @@ impl Rule for MissingSubset {
     fn on_request(&mut self, op: &OpView<'_>, _cx: &mut RuleContext<'_>) {
         if let Some(p) = op.cmd.projection() {
             for (path, n) in sliced_paths(p) {
-                self.slices.insert((op.namespace.to_string(), path), n);
+                bounded_insert(&mut self.slices, (op.namespace.to_string(), path), n);
             }
         }
     }
@@ -77,7 +78,7 @@ impl Rule for MissingSubset {
                 continue;
             }
             let key = (op.namespace.to_string(), array.path.clone());
-            let reads = self.reads.entry(key.clone()).or_default();
+            let reads = bounded_entry(&mut self.reads, key.clone());
             *reads += 1;
             let reads = *reads;
             let suggested = self.slices.get(&key).copied().unwrap_or(10);

@@ -4,6 +4,7 @@
 //! large in storage: the N are what the application needs, yet the whole
 //! array is still stored, loaded and kept in the document.
 
+use super::common::bounded_entry;
 use super::common::sliced_paths;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use serde_json::json;
@@ -37,10 +38,10 @@ impl Rule for SliceOnRead {
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         let Some(p) = op.cmd.projection() else { return };
         for (path, n) in sliced_paths(p) {
-            let reads = self
-                .reads
-                .entry((op.namespace.to_string(), op.shape.hash, path.clone()))
-                .or_default();
+            let reads = bounded_entry(
+                &mut self.reads,
+                (op.namespace.to_string(), op.shape.hash, path.clone()),
+            );
             *reads += 1;
             let reads = *reads;
             if (reads as f64) < cx.threshold(&SLICE, op.namespace, "min_reads") {

@@ -5,6 +5,7 @@
 //! reply by comparing value hashes inside wirelint; no value is kept or
 //! shown.
 
+use super::common::bounded_entry;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -36,14 +37,14 @@ impl Rule for NPlusOne {
         if (f.count as f64) < cx.threshold(&META, op.namespace, "min_follow_ups") {
             return;
         }
-        let most = self
-            .most
-            .entry((
+        let most = bounded_entry(
+            &mut self.most,
+            (
                 op.namespace.to_string(),
                 f.leading_shape.clone(),
                 f.field.clone(),
-            ))
-            .or_default();
+            ),
+        );
         *most = (*most).max(f.count);
         let most = *most;
         let mut evidence = BTreeMap::new();

@@ -5,6 +5,7 @@
 //! post, its author's name, its comment count and its like count: four
 //! round trips for one page.
 
+use super::common::bounded_insert;
 use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::patterns::NamedBy;
 use serde_json::json;
@@ -59,7 +60,7 @@ impl Rule for ChattyRequest {
             if self.reported.get(name) == Some(&summary) {
                 continue;
             }
-            self.reported.insert(name.clone(), summary);
+            bounded_insert(&mut self.reported, name.clone(), summary);
             let mut evidence = BTreeMap::new();
             evidence.insert(
                 "operations_per_call".into(),

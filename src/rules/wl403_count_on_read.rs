@@ -5,6 +5,7 @@
 //! 1}`, `$count`) issued alongside reads of other data — the count is
 //! computed again on every read instead of kept on write.
 
+use super::common::bounded_entry;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::partition::{equality_paths, filters};
@@ -50,6 +51,9 @@ pub fn is_count(op: &OpView<'_>) -> bool {
     }
 }
 
+/// Namespaces remembered per pattern as read alongside the counts.
+const MAX_READ_NAMESPACES: usize = 64;
+
 #[derive(Default)]
 pub struct CountOnRead {
     /// Pattern → (count namespace, field) → counts seen.
@@ -76,10 +80,10 @@ impl Rule for CountOnRead {
             return;
         }
         if !is_count(op) {
-            self.reads
-                .entry(op.pattern.to_string())
-                .or_default()
-                .insert(op.namespace.to_string());
+            let read = bounded_entry(&mut self.reads, op.pattern.to_string());
+            if read.len() < MAX_READ_NAMESPACES {
+                read.insert(op.namespace.to_string());
+            }
             return;
         }
         let mut fields: Vec<String> = filters(op.cmd)
@@ -101,12 +105,10 @@ impl Rule for CountOnRead {
             fields.retain(is_ref);
         }
         for field in fields {
-            let n = self
-                .counts
-                .entry(op.pattern.to_string())
-                .or_default()
-                .entry((op.namespace.to_string(), field.clone()))
-                .or_default();
+            let n = bounded_entry(
+                bounded_entry(&mut self.counts, op.pattern.to_string()),
+                (op.namespace.to_string(), field.clone()),
+            );
             *n += 1;
             let n = *n;
             let parents: Vec<String> = self

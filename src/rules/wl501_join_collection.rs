@@ -3,6 +3,7 @@
 //! the other — a relational join table (seed 000's many-to-many between
 //! authors and books).
 
+use super::common::bounded_entry;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use serde_json::json;
@@ -49,10 +50,7 @@ impl Rule for JoinCollection {
         let Some(fields) = is_join_shaped(cx, &f.leading_namespace) else {
             return;
         };
-        let n = self
-            .reported
-            .entry(f.leading_namespace.clone())
-            .or_default();
+        let n = bounded_entry(&mut self.reported, f.leading_namespace.clone());
         *n += 1;
         let mut evidence = BTreeMap::new();
         evidence.insert("fields".into(), json!(fields));

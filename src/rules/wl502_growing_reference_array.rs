@@ -3,6 +3,7 @@
 //! `publisher.books: [isbn, …]`). The ids are recognised as `_id`s of
 //! documents inserted into another collection (compared as hashes).
 
+use super::common::bounded_entry;
 use super::common::pushed_child_ids;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
@@ -45,10 +46,7 @@ impl Rule for GrowingReferenceArray {
             }
         }
         for (path, children) in found {
-            let n = self
-                .counts
-                .entry((op.namespace.to_string(), path.clone()))
-                .or_default();
+            let n = bounded_entry(&mut self.counts, (op.namespace.to_string(), path.clone()));
             *n += 1;
             let n = *n;
             if (n as f64) < cx.threshold(&META, op.namespace, "min_updates") {

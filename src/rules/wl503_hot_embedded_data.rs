@@ -5,6 +5,7 @@
 //! copied into many documents changes) is information; a frequent one is a
 //! warning.
 
+use super::common::bounded_entry;
 use super::{CompletedOp, FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::fold_path;
 use crate::analysis::command::Kind;
@@ -71,10 +72,7 @@ impl Rule for HotEmbeddedData {
         paths.sort();
         paths.dedup();
         let subject = paths.join(", ");
-        let entry = self
-            .seen
-            .entry((namespace.to_string(), subject.clone()))
-            .or_default();
+        let entry = bounded_entry(&mut self.seen, (namespace.to_string(), subject.clone()));
         entry.0 += 1;
         entry.1 += n as u64;
         let (updates, touched) = *entry;

@@ -4,6 +4,7 @@
 //! on every read; the seeds' answer is to embed or denormalize what is
 //! joined.
 
+use super::common::bounded_entry;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use bson::{RawArray, RawBsonRef};
@@ -24,6 +25,9 @@ pub static META: RuleMeta = RuleMeta {
         Threshold { name: "max_lookups", default: 100.0, help: "reads using $lookup above which it fires whatever the share" },
     ],
 };
+
+/// Joined collections named per namespace, at most.
+const MAX_JOINED: usize = 32;
 
 #[derive(Default)]
 struct Counts {
@@ -85,13 +89,18 @@ impl Rule for LookupHeavy {
         if let Some(p) = op.cmd.pipeline() {
             lookups(p, &mut joined, 0);
         }
-        let counts = self.namespaces.entry(op.namespace.to_string()).or_default();
+        let counts = bounded_entry(&mut self.namespaces, op.namespace.to_string());
         counts.reads += 1;
         if joined.is_empty() {
             return;
         }
         counts.with_lookup += 1;
-        counts.joined.extend(joined);
+        for from in joined {
+            if counts.joined.len() >= MAX_JOINED && !counts.joined.contains(&from) {
+                break;
+            }
+            counts.joined.insert(from);
+        }
         let share = counts.with_lookup as f64 / counts.reads as f64;
         let min_reads = cx.threshold(&META, op.namespace, "min_reads");
         let share_limit = cx.threshold(&META, op.namespace, "share");

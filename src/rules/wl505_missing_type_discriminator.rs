@@ -3,6 +3,7 @@
 //! fields), and no field common to them has values that tell them apart.
 //! Seed 003: books and their reviews in one collection need a `type` field.
 
+use super::common::bounded_insert;
 use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::state::FieldSet;
 use serde_json::json;
@@ -95,7 +96,7 @@ impl Rule for MissingTypeDiscriminator {
             if self.reported.get(namespace) == Some(&message) {
                 continue;
             }
-            self.reported.insert(namespace.clone(), message.clone());
+            bounded_insert(&mut self.reported, namespace.clone(), message.clone());
             let mut evidence = BTreeMap::new();
             evidence.insert(
                 "shapes".into(),
