@@ -322,6 +322,8 @@ struct Tally {
     opcodes: [Option<wire::OpCode>; 2],
     compressor: Option<wire::Compressor>,
     checksum_verified: bool,
+    /// Where the command name lies in the returned frame (requests).
+    command: Option<std::ops::Range<usize>>,
 }
 
 /// Decodes and counts one message; returns it uncompressed for the engine,
@@ -336,10 +338,8 @@ pub(crate) fn decode(
 ) -> Option<Bytes> {
     let mut tally = Tally::default();
     let result = decode_frame(frame, &mut tally, 0);
-    let command = match (&result, direction) {
-        (Ok(bytes), Direction::Request) => Message::parse(bytes)
-            .ok()
-            .and_then(|m| wire::command_name(&m)),
+    let command = match (&result, direction, tally.command.clone()) {
+        (Ok(bytes), Direction::Request, Some(range)) => std::str::from_utf8(&bytes[range]).ok(),
         _ => None,
     };
     let mut counters = stats.analysis.lock().unwrap_or_else(|p| p.into_inner());
@@ -380,15 +380,10 @@ fn decode_frame(frame: &Bytes, tally: &mut Tally, level: usize) -> Result<Bytes,
     let message = Message::parse(frame)?;
     tally.opcodes[level.min(1)] = Some(message.opcode());
     match &message {
-        Message::Compressed(c) if level == 0 => {
+        Message::Compressed(c) => {
             tally.compressor = Some(c.compressor);
             let inner = Bytes::from(c.decompress()?);
-            return decode_frame(&inner, tally, 1);
-        }
-        Message::Compressed(_) => {
-            return Err(wire::WireError::BadCompressed(
-                "compressed inside compressed",
-            ))
+            return decode_frame(&inner, tally, level + 1);
         }
         Message::Msg(msg) => {
             if msg.checksum.is_some() {
@@ -413,6 +408,11 @@ fn decode_frame(frame: &Bytes, tally: &mut Tally, level: usize) -> Result<Bytes,
         }
         Message::Other(..) => {}
     }
+    // The name is a slice of `frame`: keep its place, not a second parse.
+    tally.command = wire::command_name(&message).map(|name| {
+        let start = name.as_ptr() as usize - frame.as_ptr() as usize;
+        start..start + name.len()
+    });
     Ok(frame.clone())
 }
 

@@ -98,6 +98,8 @@ impl Settings {
 pub(crate) struct SessionContext {
     pub upstream: Upstream,
     pub tap: Arc<dyn Tap>,
+    /// `tap.enabled()`, asked once at start instead of per message.
+    pub tapped: bool,
     pub stats: Arc<Stats>,
     pub shutdown: watch::Receiver<bool>,
     pub shutdown_grace: Duration,
@@ -146,6 +148,7 @@ impl Forwarder {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let ctx = Arc::new(SessionContext {
             upstream,
+            tapped: tap.enabled(),
             tap,
             stats,
             shutdown: shutdown_rx.clone(),

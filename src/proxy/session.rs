@@ -411,7 +411,7 @@ fn account(
             Direction::Reply if !frame::more_to_come(message) => in_flight_delta -= 1,
             _ => {}
         }
-        if ctx.tap.enabled() {
+        if ctx.tapped {
             // A small message is copied, so the read buffer is free to be
             // reused at once instead of staying pinned until analysed.
             let frame = if len <= COPY_FOR_ANALYSIS {

@@ -112,14 +112,11 @@ pub fn sniff_foreign(buf: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// The OP_MSG flag bits of a whole message; `None` for other opcodes.
-fn op_msg_flags(message: &[u8]) -> Option<u32> {
-    let header = Header::parse(message)?;
-    if header.opcode() != Some(OpCode::Msg) {
-        return None;
-    }
-    let b = message.get(HEADER_LEN..HEADER_LEN + 4)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+/// The OP_MSG flag bits, read after a header whose opcode said OP_MSG.
+fn msg_flags(message: &[u8]) -> u32 {
+    message
+        .get(HEADER_LEN..HEADER_LEN + 4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Whether the backend will answer this request: every request but an
@@ -130,7 +127,7 @@ fn op_msg_flags(message: &[u8]) -> Option<u32> {
 /// as answered, as everything but `w: 0` writes is.
 pub fn expects_reply(message: &[u8]) -> bool {
     match Header::parse(message).and_then(|h| h.opcode()) {
-        Some(OpCode::Msg) => op_msg_flags(message).unwrap_or(0) & super::op_msg::MORE_TO_COME == 0,
+        Some(OpCode::Msg) => msg_flags(message) & super::op_msg::MORE_TO_COME == 0,
         Some(OpCode::Query | OpCode::GetMore | OpCode::Command | OpCode::Compressed) => true,
         _ => false,
     }
@@ -139,7 +136,8 @@ pub fn expects_reply(message: &[u8]) -> bool {
 /// Whether more replies follow this one without a request (an exhaust
 /// stream), or, on a request, that no reply will come.
 pub fn more_to_come(message: &[u8]) -> bool {
-    op_msg_flags(message).is_some_and(|f| f & super::op_msg::MORE_TO_COME != 0)
+    Header::parse(message).and_then(|h| h.opcode()) == Some(OpCode::Msg)
+        && msg_flags(message) & super::op_msg::MORE_TO_COME != 0
 }
 
 #[cfg(test)]
