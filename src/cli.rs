@@ -6,6 +6,7 @@ use crate::app::Proxy;
 use crate::config::{FileConfig, Level, ProxyArgs, ProxySettings, RunOptions};
 use crate::report::Report;
 use clap::{Parser, Subcommand, ValueEnum};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -301,6 +302,13 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
     let stats = proxy.stop().await;
     let worst = findings_worst(&proxy);
     let counters = proxy.report().counters;
+    let evicted: BTreeMap<&str, u64> = counters
+        .tables
+        .iter()
+        .filter(|t| t.evicted > 0)
+        .map(|t| (t.table.as_str(), t.evicted))
+        .collect();
+    let analysis_memory: u64 = counters.tables.iter().map(|t| t.bytes as u64).sum();
     tracing::info!(
         connections = stats.connections_accepted,
         requests = stats.requests_forwarded,
@@ -309,6 +317,9 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
         analysis_skipped = ?counters.skipped,
         analysis_panics = counters.analysis_panics,
         rule_panics = ?counters.rule_panics,
+        analysis_memory,
+        analysis_evicted = ?evicted,
+        forgotten_requests = counters.forgotten_requests,
         "stopped"
     );
     if let Ok(json) = serde_json::to_string(&stats) {

@@ -79,7 +79,7 @@ fn exhaust_replies_are_followed_to_the_end_of_the_cursor() {
     let k = k.lock().unwrap();
     let q = k.patterns.get("Q").unwrap();
     assert_eq!((q.invocations, q.round_trips, q.docs_returned), (1, 2, 9));
-    assert_eq!(k.unpaired_replies, 0);
+    assert_eq!(k.forgotten_requests, 0);
     assert!(
         k.cursors.get(&77).is_none(),
         "an exhausted cursor is forgotten"
@@ -271,7 +271,7 @@ fn a_filter_nested_thousands_deep_is_analysed_without_overflow() {
 
 /// Connection state does not depend on the `Closed` event arriving (it is
 /// dropped when a queue is full): a request left unanswered for ten minutes
-/// is forgotten at the next tick, so its late reply is unpaired, and the
+/// is forgotten at the next tick (counted), its late reply teaches nothing, and the
 /// pattern's invocation is committed.
 #[test]
 fn state_of_a_connection_whose_close_was_lost_is_forgotten() {
@@ -296,7 +296,7 @@ fn state_of_a_connection_whose_close_was_lost_is_forgotten() {
         Bytes::from(encode(11, 10, 0, reply.as_bytes(), &[])),
     );
     let k = k.lock().unwrap();
-    assert_eq!(k.unpaired_replies, 1, "the stale request was forgotten");
+    assert_eq!(k.forgotten_requests, 1, "the stale request was forgotten");
     assert!(
         k.patterns.get("lost").is_none(),
         "an unanswered request is not learnt from"

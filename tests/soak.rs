@@ -4,8 +4,13 @@
 //! large documents. CI runs one minute; `scripts/soak.sh` runs thirty
 //! (WIRELINT_SOAK_SECONDS, with the release binary).
 //!
+//! One client is adversarial: every operation brings a namespace, a
+//! comment (pattern name), a filter key (shape) and a field name never seen
+//! before, so every analysis table keeps meeting new keys.
+//!
 //! Memory and descriptors must not grow by more than 10 % after the
-//! warm-up; the tables stay within their caps; a flood is dropped and
+//! warm-up; every share of the analysis memory budget stays within its
+//! limit (and the adversarial keys keep evicting); a flood is dropped and
 //! counted, never buffered.
 
 mod common;
@@ -24,6 +29,17 @@ use wirelint::wire::op_msg;
 /// `[limits] documents_per_namespace` for the soak (the document-id table
 /// holds ten times as many).
 const DOCUMENTS_CAP: u64 = 200;
+/// `[limits] analysis_memory` for the soak: the smallest accepted.
+const BUDGET_MIB: u64 = 8;
+
+/// One share of the analysis budget, from `/metrics`.
+#[derive(Debug, Default, Clone)]
+struct Table {
+    entries: u64,
+    bytes: u64,
+    max_bytes: u64,
+    evicted: u64,
+}
 
 struct Wirelint {
     child: Child,
@@ -47,12 +63,15 @@ impl Wirelint {
             Ok(bin) => std::process::Command::new(bin),
             Err(_) => common::wirelint_command(),
         };
-        // Small caps, so the analysis tables reach them within the warm-up
-        // and what grows afterwards would be a leak, not a table filling.
+        // Small caps and the smallest budget, so the analysis tables reach
+        // them within the warm-up and what grows afterwards would be a
+        // leak, not a table filling.
         let config = std::env::temp_dir().join(format!("wirelint-soak-{port}.toml"));
         std::fs::write(
             &config,
-            format!("[limits]\ndocuments_per_namespace = {DOCUMENTS_CAP}\n"),
+            format!(
+                "[limits]\ndocuments_per_namespace = {DOCUMENTS_CAP}\nanalysis_memory = \"{BUDGET_MIB}MiB\"\n"
+            ),
         )
         .unwrap();
         let child = cmd
@@ -114,16 +133,29 @@ impl Wirelint {
             .unwrap_or(0.0) as u64
     }
 
-    async fn tables(&self) -> Vec<(String, u64)> {
-        self.metrics()
-            .await
-            .lines()
-            .filter_map(|l| {
-                let rest = l.strip_prefix("wirelint_analysis_state_entries{table=\"")?;
-                let (table, n) = rest.split_once("\"} ")?;
-                Some((table.to_string(), n.parse().ok()?))
-            })
-            .collect()
+    async fn tables(&self) -> std::collections::BTreeMap<String, Table> {
+        let mut out: std::collections::BTreeMap<String, Table> = Default::default();
+        for l in self.metrics().await.lines() {
+            let Some(rest) = l.strip_prefix("wirelint_analysis_table_") else {
+                continue;
+            };
+            let Some((field, rest)) = rest.split_once("{table=\"") else {
+                continue;
+            };
+            let Some((table, n)) = rest.split_once("\"} ") else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            let t = out.entry(table.to_string()).or_default();
+            match field {
+                "entries" => t.entries = n,
+                "bytes" => t.bytes = n,
+                "max_bytes" => t.max_bytes = n,
+                "evictions_total" => t.evicted = n,
+                _ => {}
+            }
+        }
+        out
     }
 }
 
@@ -131,6 +163,23 @@ impl Wirelint {
 async fn round_trip(s: &mut TcpStream, request: &[u8]) -> std::io::Result<()> {
     s.write_all(request).await?;
     wirelint::proxy::session::read_frame(s).await.map(drop)
+}
+
+/// Sends `body` as request `n`, reads its reply and counts the outcome;
+/// false when the connection failed.
+async fn counted(
+    s: &mut TcpStream,
+    n: u64,
+    body: &mongodb::bson::Document,
+    ops: &AtomicU64,
+    errors: &AtomicU64,
+) -> bool {
+    let body = mongodb::bson::RawDocumentBuf::try_from(body).unwrap();
+    let request = op_msg::encode(n as i32, 0, 0, body.as_bytes(), &[]);
+    let ok = round_trip(s, &request).await.is_ok();
+    let counter = if ok { ops } else { errors };
+    counter.fetch_add(1, Ordering::Relaxed);
+    ok
 }
 
 /// One client: a mixed workload over many shapes, reconnecting every 200
@@ -172,15 +221,38 @@ async fn client(
                     doc! {"aggregate": coll, "pipeline": [{"$match": {field: 1i32}}, {"$limit": 3i32}], "cursor": {}, "$db": "soak"}
                 }
             };
-            let body = mongodb::bson::RawDocumentBuf::try_from(&body).unwrap();
-            let request = op_msg::encode(n as i32, 0, 0, body.as_bytes(), &[]);
-            match round_trip(&mut s, &request).await {
-                Ok(()) => ops.fetch_add(1, Ordering::Relaxed),
-                Err(_) => {
-                    errors.fetch_add(1, Ordering::Relaxed);
-                    break;
-                }
-            };
+            if !counted(&mut s, n, &body, &ops, &errors).await {
+                break;
+            }
+        }
+    }
+}
+
+/// The adversarial client: every operation carries keys never seen before
+/// — a namespace (a `find` on a collection that does not exist, which
+/// creates nothing on the backend), a comment, a filter key, and, in the
+/// inserts, a field name and an array path.
+async fn adversary(
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    ops: Arc<AtomicU64>,
+    errors: Arc<AtomicU64>,
+) {
+    let mut n: u64 = 0;
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        errors.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let body = if n % 2 == 0 {
+            // A 1 KB key: the shapes share fills within the warm-up.
+            doc! {"find": format!("adv{n}"), "filter": {format!("k{n}{}", "x".repeat(1000)): 1i32}, "comment": format!("adversary {n}"), "$db": "soak"}
+        } else {
+            doc! {"insert": "adversary", "documents": [{"_id": n as i64, format!("f{n}"): 1i32, format!("a{n}"): [1i32, 2i32]}], "comment": format!("adversary {n}"), "$db": "soak"}
+        };
+        if !counted(&mut s, n, &body, &ops, &errors).await {
+            return;
         }
     }
 }
@@ -208,6 +280,12 @@ async fn soak_then_flood_memory_and_descriptors_stay_flat() {
             errors.clone(),
         )));
     }
+    clients.push(tokio::spawn(adversary(
+        proxy.addr,
+        stop.clone(),
+        ops.clone(),
+        errors.clone(),
+    )));
     println!("soak: {seconds} s, sampled every {every:?}");
     println!(
         "{:>6} {:>10} {:>9} {:>5}  tables",
@@ -226,7 +304,7 @@ async fn soak_then_flood_memory_and_descriptors_stay_flat() {
             fds,
             tables
                 .iter()
-                .map(|(t, n)| format!("{t}={n}"))
+                .map(|(name, t)| format!("{name}={}/{}K", t.entries, t.bytes >> 10))
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -262,13 +340,29 @@ async fn soak_then_flood_memory_and_descriptors_stay_flat() {
         warm.1,
         last.1
     );
-    for (table, n) in &last.2 {
-        if table == "document_ids" {
+    assert!(last.2.len() >= 8, "every share in /metrics: {:?}", last.2);
+    for (name, t) in &last.2 {
+        // A share passes its limit by at most the entry being stored.
+        assert!(
+            t.bytes <= t.max_bytes + (64 << 10),
+            "{name}: {t:?} above its share"
+        );
+        if name == "document_ids" {
             assert!(
-                *n <= DOCUMENTS_CAP * 10,
-                "{table}: {n} entries, above its cap"
+                t.entries <= DOCUMENTS_CAP * 10,
+                "{name}: {t:?} above its cap"
             );
         }
+    }
+    // The adversary's new keys kept the shares it fills evicting after
+    // the warm-up: the bound is what held memory flat, not a quiet client.
+    for name in ["patterns", "shapes", "namespaces"] {
+        assert!(
+            last.2[name].evicted > warm.2[name].evicted,
+            "{name}: no eviction after the warm-up ({:?} → {:?})",
+            warm.2[name],
+            last.2[name]
+        );
     }
 
     // The flood: 4 MiB documents from 6 connections, as fast as they go,

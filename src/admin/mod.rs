@@ -496,23 +496,51 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
             "wirelint_pattern_round_trips_total{{pattern=\"{OTHER}\"}} {other_round_trips}"
         );
     }
+    let tables = &report.counters.tables;
+    type Field = fn(&crate::analysis::budget::PoolUsage) -> u64;
+    let gauges: [(&str, &str, &str, Field); 4] = [
+        (
+            "wirelint_analysis_table_entries",
+            "gauge",
+            "Entries held in each share of the analysis memory budget ([limits] analysis_memory).",
+            |t| t.entries as u64,
+        ),
+        (
+            "wirelint_analysis_table_bytes",
+            "gauge",
+            "Bytes held in each share of the analysis memory budget (estimated per entry at its largest).",
+            |t| t.bytes as u64,
+        ),
+        (
+            "wirelint_analysis_table_max_bytes",
+            "gauge",
+            "Each share's limit: its part of [limits] analysis_memory.",
+            |t| t.max_bytes as u64,
+        ),
+        (
+            "wirelint_analysis_table_evictions_total",
+            "counter",
+            "Entries forgotten (least recently used first) to stay within a share.",
+            |t| t.evicted,
+        ),
+    ];
+    for (name, kind, help, field) in gauges {
+        family(&mut out, name, kind, help);
+        for t in tables {
+            let _ = writeln!(out, "{name}{{table=\"{}\"}} {}", t.table, field(t));
+        }
+    }
     family(
         &mut out,
-        "wirelint_analysis_state_entries",
-        "gauge",
-        "Entries in each table the analysis keeps (each capped by [limits]).",
+        "wirelint_analysis_forgotten_requests_total",
+        "counter",
+        "Requests kept for pairing and forgotten before their reply (unanswered 10 min, 1,024 awaiting on one connection, closed, or the budget full).",
     );
-    let sizes = state
-        .knowledge
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .table_sizes();
-    for (table, n) in sizes {
-        let _ = writeln!(
-            out,
-            "wirelint_analysis_state_entries{{table=\"{table}\"}} {n}"
-        );
-    }
+    let _ = writeln!(
+        out,
+        "wirelint_analysis_forgotten_requests_total {}",
+        report.counters.forgotten_requests
+    );
     family(
         &mut out,
         "wirelint_findings",

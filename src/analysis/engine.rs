@@ -6,6 +6,7 @@
 //! workers in [`Knowledge`], behind one mutex that only the workers lock
 //! per message (readers: reports, the admin endpoints).
 
+use super::budget::{self, Charge, Pool};
 use super::command::{Command, Kind, Reply};
 use super::findings::FindingEvent;
 use super::knowledge::{Knowledge, Origin};
@@ -61,6 +62,8 @@ struct Pending {
     /// A data operation not learnt yet: its pattern, shape, state and rule
     /// hooks wait for a reply that says the server accepted it.
     learn: Option<NamedBy>,
+    /// Its bytes, charged to the connections pool until it goes.
+    _charge: Option<Charge>,
 }
 
 impl Pending {
@@ -72,6 +75,7 @@ impl Pending {
             getmore,
             continuation: false,
             learn: None,
+            _charge: None,
         }
     }
 }
@@ -93,7 +97,12 @@ struct Lead {
     docs: u64,
     values: std::collections::HashSet<u64>,
     follow_ups: FastMap<(String, String), u64>,
+    /// Its bytes, charged to the connections pool until it goes.
+    _charge: Charge,
 }
+
+/// Follow-ups counted per leading reply, at most.
+const MAX_FOLLOW_UPS: usize = 64;
 
 /// Values hashed per leading reply, at most.
 const MAX_LEAD_VALUES: usize = 4096;
@@ -115,14 +124,19 @@ pub struct Engine {
     conns: FastMap<u64, ConnState>,
     knowledge: Arc<Mutex<Knowledge>>,
     live: Option<fn(&FindingEvent)>,
+    /// What per-connection state (requests awaiting replies, N+1 leads)
+    /// is charged to: the knowledge store's connections pool.
+    pool: Arc<Pool>,
 }
 
 impl Engine {
     pub fn new(knowledge: Arc<Mutex<Knowledge>>, live: Option<fn(&FindingEvent)>) -> Engine {
+        let pool = lock(&knowledge).pools.connections.clone();
         Engine {
             conns: FastMap::default(),
             knowledge,
             live,
+            pool,
         }
     }
 
@@ -210,12 +224,12 @@ impl Engine {
     /// Writes and the documents they carry; then the request hooks.
     fn reply(&mut self, conn: u64, at: Instant, message: &Message<'_>, frame: &[u8]) {
         let response_to = message.header().response_to;
+        // A reply with no request waiting is normal: most commands
+        // (hello, createIndexes, drop…) are not tracked for pairing.
         let Some(state) = self.conns.get_mut(&conn) else {
-            lock(&self.knowledge).unpaired_replies += 1;
             return;
         };
         let Some(pending) = state.pending.remove(&response_to) else {
-            lock(&self.knowledge).unpaired_replies += 1;
             return;
         };
         state.last_activity = Some(at);
@@ -244,7 +258,7 @@ impl Engine {
                 k.rejected_operations += 1;
                 if let Some(p) = k.patterns.patterns.map_get_mut(origin.pattern.as_str()) {
                     for code in &errors {
-                        *p.errors.entry(*code).or_default() += 1;
+                        p.count_error(*code);
                     }
                 }
                 return;
@@ -318,7 +332,7 @@ impl Engine {
 
         // Fold the round trip into the invocation in progress.
         let state = self.conns.entry(conn).or_default();
-        if docs.len() >= 2 && !pending.getmore {
+        if docs.len() >= 2 && !pending.getmore && !self.pool.full() {
             let mut values = std::collections::HashSet::new();
             'docs: for doc in &docs {
                 for (_, v) in doc.iter().flatten() {
@@ -334,12 +348,19 @@ impl Engine {
                     values.insert(super::state::value_hash(v));
                 }
             }
+            let bytes = std::mem::size_of::<Lead>()
+                + values.capacity() * 16
+                + MAX_FOLLOW_UPS * (2 * budget::MAX_KEY + 80)
+                + origin.pattern.len()
+                + origin.shape.text.len()
+                + origin.namespace.len();
             state.lead = Some(Lead {
                 at,
                 origin: origin.clone(),
                 docs: docs.len() as u64,
                 values,
                 follow_ups: FastMap::default(),
+                _charge: Charge::new(&self.pool, bytes),
             });
         }
         let docs_n = docs.len() as u64;
@@ -456,12 +477,13 @@ impl Engine {
             };
             lead.values
                 .contains(&super::state::value_hash(v))
-                .then(|| k.as_str().to_string())
+                .then(|| budget::short_key(k.as_str()).into_owned())
         })?;
-        let count = lead
-            .follow_ups
-            .entry((namespace.to_string(), field.clone()))
-            .or_default();
+        let key = (budget::short_key(namespace).into_owned(), field.clone());
+        if lead.follow_ups.len() >= MAX_FOLLOW_UPS && !lead.follow_ups.contains_key(&key) {
+            return None;
+        }
+        let count = lead.follow_ups.entry(key).or_default();
         *count += 1;
         Some(FollowUp {
             leading_pattern: lead.origin.pattern.clone(),
@@ -486,9 +508,13 @@ impl Engine {
         }
     }
 
-    fn remember(&mut self, conn: u64, request_id: i32, pending: Pending) {
+    /// Keeps a request until its reply comes, charging its bytes to the
+    /// connections pool; when the pool is full the request is not kept
+    /// (its reply will teach nothing) and counted as forgotten.
+    fn remember(&mut self, conn: u64, request_id: i32, mut pending: Pending) {
         let state = self.conns.entry(conn).or_default();
         state.last_activity = Some(pending.at);
+        let mut forgotten = 0;
         if state.pending.len() >= MAX_PENDING {
             if let Some(oldest) = state
                 .pending
@@ -497,9 +523,31 @@ impl Engine {
                 .map(|(id, _)| *id)
             {
                 state.pending.remove(&oldest);
+                forgotten += 1;
             }
         }
-        state.pending.insert(request_id, pending);
+        if self.pool.full() {
+            forgotten += 1;
+            self.pool.evicted();
+        } else {
+            // The frame, the decoded command beside it (self_cell boxes
+            // both), and the map slot.
+            let bytes = pending.request.borrow_owner().len()
+                + std::mem::size_of::<(Bytes, MaybeCommand<'static>)>()
+                + std::mem::size_of::<(i32, Pending)>()
+                + pending.origin.as_ref().map_or(0, |o| {
+                    o.pattern.len() + o.shape.text.len() + o.namespace.len()
+                })
+                + budget::ENTRY_OVERHEAD;
+            pending._charge = Some(Charge::new(&self.pool, bytes));
+            if let Some(replaced) = state.pending.insert(request_id, pending) {
+                drop(replaced);
+                forgotten += 1;
+            }
+        }
+        if forgotten > 0 {
+            lock(&self.knowledge).forgotten_requests += forgotten;
+        }
     }
 
     /// A new data operation: continue the connection's invocation or start
@@ -534,8 +582,13 @@ impl Engine {
     /// The connection closed: its invocation is complete.
     pub fn closed(&mut self, conn: u64) {
         if let Some(state) = self.conns.remove(&conn) {
-            if let Some(inv) = state.current {
-                lock(&self.knowledge).patterns.commit(&inv);
+            let unanswered = state.pending.len() as u64;
+            if unanswered > 0 || state.current.is_some() {
+                let mut k = lock(&self.knowledge);
+                k.forgotten_requests += unanswered;
+                if let Some(inv) = state.current {
+                    k.patterns.commit(&inv);
+                }
             }
         }
     }
@@ -572,8 +625,11 @@ impl Engine {
     fn forget_stale(&mut self, now: Instant) {
         let stale = |t: Instant| now.saturating_duration_since(t) >= STALE;
         let mut finished = Vec::new();
+        let mut forgotten = 0u64;
         self.conns.retain(|_, state| {
+            let before = state.pending.len();
             state.pending.retain(|_, p| !stale(p.at));
+            forgotten += (before - state.pending.len()) as u64;
             let idle = state.last_activity.is_none_or(stale);
             if idle && state.pending.is_empty() {
                 finished.extend(state.current.take());
@@ -581,8 +637,9 @@ impl Engine {
             }
             true
         });
-        if !finished.is_empty() {
+        if !finished.is_empty() || forgotten > 0 {
             let mut k = lock(&self.knowledge);
+            k.forgotten_requests += forgotten;
             for inv in &finished {
                 k.patterns.commit(inv);
             }

@@ -1,9 +1,11 @@
 //! Findings: what the rules report, deduplicated by (rule, namespace,
 //! subject) in the [`FindingStore`].
 
+use super::budget::{short_key, shorten, Pool};
 use super::rule::RuleMeta;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -93,19 +95,53 @@ pub enum Change {
     Repeated,
 }
 
-/// Findings, deduplicated. Bounded: past `cap` distinct findings, new ones
-/// are counted in `dropped` instead of stored.
-#[derive(Default)]
+/// Findings, deduplicated. Bounded: past [`MAX_FINDINGS`] distinct
+/// findings, or once its pool is full, new ones are counted in `dropped`
+/// instead of stored (the ones already found keep being updated).
 pub struct FindingStore {
     findings: BTreeMap<(String, String, String), Finding>,
+    pool: Arc<Pool>,
     pub dropped: u64,
+}
+
+impl Default for FindingStore {
+    fn default() -> Self {
+        FindingStore::new(Pool::unbounded("findings"))
+    }
+}
+
+impl Drop for FindingStore {
+    fn drop(&mut self) {
+        for _ in 0..self.findings.len() {
+            self.pool.release(FINDING_BYTES);
+        }
+    }
 }
 
 pub const MAX_FINDINGS: usize = 10_000;
 
+/// What one finding is charged: its strings are bounded (namespace,
+/// subject and pattern names at `budget::MAX_KEY`, the shape at
+/// `budget::MAX_SHAPE_TEXT`, the message at [`MAX_MESSAGE`], up to 16
+/// patterns), so this covers the largest.
+pub const FINDING_BYTES: usize = 8 << 10;
+/// Longest message kept.
+const MAX_MESSAGE: usize = 2048;
+
 impl FindingStore {
-    pub fn record(&mut self, meta: &RuleMeta, draft: FindingDraft, now: SystemTime) -> Change {
+    pub fn new(pool: Arc<Pool>) -> FindingStore {
+        FindingStore {
+            findings: BTreeMap::new(),
+            pool,
+            dropped: 0,
+        }
+    }
+
+    pub fn record(&mut self, meta: &RuleMeta, mut draft: FindingDraft, now: SystemTime) -> Change {
         let stamp = humantime::format_rfc3339_seconds(now).to_string();
+        draft.namespace = short_key(&draft.namespace).into_owned();
+        draft.subject = short_key(&draft.subject).into_owned();
+        draft.message = shorten(&draft.message, MAX_MESSAGE).into_owned();
         let key = (
             meta.id.to_string(),
             draft.namespace.clone(),
@@ -117,8 +153,9 @@ impl FindingStore {
             existing.message = draft.message;
             existing.evidence = draft.evidence;
             if let Some(p) = &draft.pattern {
-                if !existing.patterns.contains(p) && existing.patterns.len() < 16 {
-                    existing.patterns.push(p.clone());
+                let p = short_key(p);
+                if !existing.patterns.iter().any(|e| *e == p) && existing.patterns.len() < 16 {
+                    existing.patterns.push(p.into_owned());
                 }
                 existing.pattern = draft.pattern;
                 existing.shape = draft.shape;
@@ -129,10 +166,12 @@ impl FindingStore {
             }
             return Change::Repeated;
         }
-        if self.findings.len() >= MAX_FINDINGS {
+        if self.findings.len() >= MAX_FINDINGS || self.pool.full() {
             self.dropped += 1;
+            self.pool.evicted();
             return Change::Repeated;
         }
+        self.pool.charge(FINDING_BYTES);
         self.findings.insert(
             key,
             Finding {
@@ -141,7 +180,11 @@ impl FindingStore {
                 severity: draft.severity,
                 namespace: draft.namespace,
                 subject: draft.subject,
-                patterns: draft.pattern.iter().cloned().collect(),
+                patterns: draft
+                    .pattern
+                    .iter()
+                    .map(|p| short_key(p).into_owned())
+                    .collect(),
                 pattern: draft.pattern,
                 shape: draft.shape,
                 message: draft.message,
@@ -170,8 +213,11 @@ impl FindingStore {
     }
 
     pub fn get(&self, rule: &str, namespace: &str, subject: &str) -> Option<&Finding> {
-        self.findings
-            .get(&(rule.to_string(), namespace.to_string(), subject.to_string()))
+        self.findings.get(&(
+            rule.to_string(),
+            short_key(namespace).into_owned(),
+            short_key(subject).into_owned(),
+        ))
     }
 }
 

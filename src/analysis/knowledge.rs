@@ -4,12 +4,13 @@
 //! reports, the admin endpoints and the command line. It also holds the
 //! rules the application handed in, and runs their hooks.
 
+use super::budget::{self, Lru, PoolUsage, Pools};
 use super::findings::{FindingEvent, FindingStore};
 use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::PatternTable;
 use super::rule::{Rule, RuleContext, RuleSettings};
 use super::shape::Shape;
-use super::state::{Caps, Lru, Namespaces};
+use super::state::{Caps, Namespaces};
 use std::time::SystemTime;
 
 /// Where a cursor (and so its getMores) came from.
@@ -33,8 +34,13 @@ pub struct Knowledge {
     pub started: SystemTime,
     /// Data operations analysed (requests with a pattern).
     pub operations: u64,
-    /// Replies whose request was never seen (or already answered).
-    pub unpaired_replies: u64,
+    /// Requests kept for pairing that were forgotten before their reply
+    /// came (unanswered for 10 minutes, more than 1,024 awaiting on one
+    /// connection, the connection closed, or the budget full): their
+    /// operations taught nothing.
+    pub forgotten_requests: u64,
+    /// The memory budget's shares, which every table charges.
+    pub pools: Pools,
     /// Data operations the server refused (`ok: 0`): not learnt from.
     pub rejected_operations: u64,
     /// Panics caught inside a rule's hook, by rule id.
@@ -43,17 +49,11 @@ pub struct Knowledge {
 }
 
 impl Knowledge {
-    /// Entries held per table (each capped by `[limits]`): what a soak
-    /// watches to see that memory stays bounded.
-    pub fn table_sizes(&self) -> [(&'static str, usize); 6] {
-        [
-            ("patterns", self.patterns.patterns.len()),
-            ("shapes", self.patterns.shapes.len()),
-            ("namespaces", self.namespaces.map.len()),
-            ("document_ids", self.namespaces.ids.len()),
-            ("cursors", self.cursors.len()),
-            ("findings", self.findings.len()),
-        ]
+    /// Entries, bytes and evictions of each share of the memory budget
+    /// (`[limits] analysis_memory`): what `/metrics`, the report and a soak
+    /// watch to see that memory stays bounded.
+    pub fn tables(&self) -> Vec<PoolUsage> {
+        self.pools.usage()
     }
 
     /// An empty store that will run `rules` (the application passes
@@ -74,17 +74,25 @@ impl Knowledge {
         caps: Caps,
         partition_keys: PartitionKeys,
     ) -> Knowledge {
+        let pools = Pools::new(caps.memory);
         Knowledge {
             partition_keys,
-            patterns: PatternTable::default(),
-            namespaces: Namespaces::new(caps),
-            findings: FindingStore::default(),
-            cursors: Lru::new(100_000),
+            patterns: PatternTable::new(pools.patterns.clone(), pools.shapes.clone()),
+            namespaces: Namespaces::new(caps, pools.namespaces.clone(), pools.document_ids.clone()),
+            findings: FindingStore::new(pools.findings.clone()),
+            cursors: Lru::in_pool(100_000, pools.cursors.clone(), |_, o: &Origin| {
+                o.pattern.len()
+                    + o.shape.text.len()
+                    + o.namespace.len()
+                    + std::mem::size_of::<(i64, Origin)>()
+                    + budget::ENTRY_OVERHEAD
+            }),
+            pools,
             settings,
             show_values,
             started: SystemTime::now(),
             operations: 0,
-            unpaired_replies: 0,
+            forgotten_requests: 0,
             rule_panics: Default::default(),
             rejected_operations: 0,
             rules,
@@ -109,9 +117,11 @@ impl Knowledge {
             findings,
             show_values,
             rule_panics,
+            pools,
             ..
         } = self;
         let mut cx = RuleContext {
+            pool: &pools.rules,
             namespaces,
             patterns,
             partition_keys,

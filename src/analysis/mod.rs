@@ -19,6 +19,7 @@
 //! hooks of the rules it was handed ([`rule::Rule`]), whose [`findings`]
 //! land in the shared [`knowledge::Knowledge`].
 
+pub mod budget;
 pub mod command;
 pub mod engine;
 pub mod findings;

@@ -11,11 +11,12 @@
 //! latencies as measured at the proxy (the application's own time between
 //! them is not counted).
 
+use super::budget::{Lru, Pool, ENTRY_OVERHEAD, MAX_KEY};
 use super::shape::Shape;
-use super::state::Lru;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,6 +72,35 @@ pub struct PatternStats {
 
 const MAX_SHAPES_PER_PATTERN: usize = 32;
 const MAX_NAMESPACES_PER_PATTERN: usize = 16;
+/// Distinct error codes counted per pattern; others are counted under
+/// [`OTHER_ERROR`].
+const MAX_ERROR_CODES: usize = 16;
+/// Where error codes past [`MAX_ERROR_CODES`] are counted.
+pub const OTHER_ERROR: i32 = i32::MIN;
+/// Heap bytes of a pattern's latency histogram (1 µs to 1 h at two
+/// significant digits: 3,328 u64 counts; see `tests/memory_budget.rs`).
+pub const LATENCY_HIST_HEAP: usize = 26_624;
+
+/// What a pattern's entry weighs at most: its name, the histogram, and
+/// its lists at their caps.
+fn pattern_weight(name: &str) -> usize {
+    name.len()
+        + std::mem::size_of::<(String, PatternStats)>()
+        + LATENCY_HIST_HEAP
+        + MAX_NAMESPACES_PER_PATTERN * (std::mem::size_of::<String>() + MAX_KEY)
+        + 2 * MAX_SHAPES_PER_PATTERN * 8
+        + MAX_ERROR_CODES * 48
+        + ENTRY_OVERHEAD
+}
+
+/// What a shape's entry weighs: its text and names.
+fn shape_weight(_: &u64, info: &ShapeInfo) -> usize {
+    info.shape.text.len()
+        + info.command.len()
+        + info.namespace.len()
+        + std::mem::size_of::<(u64, ShapeInfo)>()
+        + ENTRY_OVERHEAD
+}
 
 impl PatternStats {
     fn new(name: String, named_by: NamedBy) -> PatternStats {
@@ -90,6 +120,17 @@ impl PatternStats {
             errors: BTreeMap::new(),
             partitions: Partitions::default(),
         }
+    }
+
+    /// Counts one error with server code `code` (past [`MAX_ERROR_CODES`]
+    /// distinct codes, under [`OTHER_ERROR`]).
+    pub fn count_error(&mut self, code: i32) {
+        let code = if self.errors.len() < MAX_ERROR_CODES || self.errors.contains_key(&code) {
+            code
+        } else {
+            OTHER_ERROR
+        };
+        *self.errors.entry(code).or_default() += 1;
     }
 
     pub fn operations_per_invocation(&self) -> f64 {
@@ -138,14 +179,18 @@ pub struct PatternTable {
 
 impl Default for PatternTable {
     fn default() -> Self {
-        PatternTable {
-            patterns: Lru::new(2_000),
-            shapes: Lru::new(10_000),
-        }
+        PatternTable::new(Pool::unbounded("patterns"), Pool::unbounded("shapes"))
     }
 }
 
 impl PatternTable {
+    pub fn new(patterns: Arc<Pool>, shapes: Arc<Pool>) -> PatternTable {
+        PatternTable {
+            patterns: Lru::in_pool(2_000, patterns, |name, _| pattern_weight(name)),
+            shapes: Lru::in_pool(10_000, shapes, shape_weight),
+        }
+    }
+
     /// Notes that `shape` ran as part of `pattern`.
     pub fn touch(
         &mut self,
@@ -157,8 +202,8 @@ impl PatternTable {
     ) {
         let info = self.shapes.get_or_insert_with(&shape.hash, || ShapeInfo {
             shape: shape.clone(),
-            command: command.to_string(),
-            namespace: namespace.to_string(),
+            command: super::budget::short_key(command).into_owned(),
+            namespace: super::budget::short_key(namespace).into_owned(),
             count: 0,
         });
         info.count += 1;
@@ -168,10 +213,11 @@ impl PatternTable {
         if !stats.shapes.contains(&shape.hash) && stats.shapes.len() < MAX_SHAPES_PER_PATTERN {
             stats.shapes.push(shape.hash);
         }
-        if !stats.namespaces.iter().any(|n| n == namespace)
+        let namespace = super::budget::short_key(namespace);
+        if !stats.namespaces.iter().any(|n| *n == namespace)
             && stats.namespaces.len() < MAX_NAMESPACES_PER_PATTERN
         {
-            stats.namespaces.push(namespace.to_string());
+            stats.namespaces.push(namespace.into_owned());
         }
     }
 
@@ -187,10 +233,10 @@ impl PatternTable {
         stats.bytes_returned += inv.bytes;
         let _ = stats.latency.record(inv.latency_micros.max(1));
         for code in &inv.errors {
-            *stats.errors.entry(*code).or_default() += 1;
+            stats.count_error(*code);
         }
         if stats.sequence.is_empty() {
-            stats.sequence = inv.shapes.clone();
+            stats.sequence = inv.shapes[..inv.shapes.len().min(MAX_SHAPES_PER_PATTERN)].to_vec();
         }
     }
 

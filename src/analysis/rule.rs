@@ -202,6 +202,9 @@ impl FindingDraft {
 
 /// What a rule's hook can see and do.
 pub struct RuleContext<'a> {
+    /// What the rules' own tables are charged to (their share of the
+    /// memory budget).
+    pub pool: &'a std::sync::Arc<super::budget::Pool>,
     pub namespaces: &'a Namespaces,
     pub patterns: &'a PatternTable,
     pub partition_keys: &'a PartitionKeys,

@@ -22,11 +22,21 @@ pub struct Shape {
 }
 
 impl Shape {
-    pub fn new(text: String) -> Shape {
-        Shape {
-            hash: fnv1a(text.as_bytes()),
-            text,
+    /// The shape of `text`: its id hashes the whole text; the text kept is
+    /// cut at `budget::MAX_SHAPE_TEXT` bytes (marked with `…`).
+    pub fn new(mut text: String) -> Shape {
+        let hash = fnv1a(text.as_bytes());
+        let max = super::budget::MAX_SHAPE_TEXT;
+        if text.len() > max {
+            let mut cut = max - '…'.len_utf8();
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push('…');
+            text.shrink_to_fit();
         }
+        Shape { hash, text }
     }
 
     /// The id shown to users: 16 hex digits, stable across runs and hosts.

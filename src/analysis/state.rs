@@ -5,11 +5,13 @@
 //! documents remembered per namespace are bounded and the least recently
 //! used entries are evicted, so memory stays flat however long it runs.
 
+pub use super::budget::Lru;
+use super::budget::{self, short_key, Pool, ENTRY_OVERHEAD};
 use super::command::{fold_path, is_bucketed, is_sliced};
 use super::shape::{fnv1a, fnv1a_continue, FNV1A_START};
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
-use std::hash::Hash;
+use std::sync::Arc;
 
 /// Limits on what is remembered.
 #[derive(Clone, Debug)]
@@ -21,6 +23,9 @@ pub struct Caps {
     pub depth: usize,
     /// Elements of an array looked into (for arrays inside arrays).
     pub elements_sampled: usize,
+    /// Bytes all the analysis tables may hold together (`[limits]
+    /// analysis_memory`; see `budget`).
+    pub memory: usize,
 }
 
 impl Default for Caps {
@@ -31,77 +36,8 @@ impl Default for Caps {
             documents_per_namespace: 10_000,
             depth: 8,
             elements_sampled: 16,
+            memory: budget::DEFAULT_ANALYSIS_MEMORY,
         }
-    }
-}
-
-/// A map that forgets its least recently used entries past a capacity:
-/// the `lru` crate (O(1) per access; a full table reuses the evicted entry's
-/// node, so a table at its cap allocates nothing), hashed with foldhash —
-/// several times faster than SipHash on short keys, and randomly seeded, so
-/// crafted keys cannot pile into one bucket — and counting what it forgets.
-pub struct Lru<K: Hash + Eq, V> {
-    cache: lru::LruCache<K, V, foldhash::fast::RandomState>,
-    pub evicted: u64,
-}
-
-impl<K: Hash + Eq, V> std::fmt::Debug for Lru<K, V> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lru")
-            .field("len", &self.cache.len())
-            .field("cap", &self.cache.cap())
-            .field("evicted", &self.evicted)
-            .finish()
-    }
-}
-
-impl<K: Hash + Eq + Clone, V> Lru<K, V> {
-    pub fn new(cap: usize) -> Self {
-        let cap = std::num::NonZeroUsize::new(cap.max(1)).expect("at least 1");
-        Lru {
-            cache: lru::LruCache::with_hasher(cap, foldhash::fast::RandomState::default()),
-            evicted: 0,
-        }
-    }
-
-    /// The entry for `key`, made fresh (most recently used); inserted with
-    /// `make` when absent, forgetting the least recently used one when full.
-    pub fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
-        if self.cache.len() == self.cache.cap().get() && !self.cache.contains(key) {
-            self.evicted += 1;
-        }
-        self.cache.get_or_insert_mut_ref(key, make)
-    }
-
-    /// Read access without refreshing recency.
-    pub fn get(&self, key: &K) -> Option<&V> {
-        self.cache.peek(key)
-    }
-
-    /// Mutable access without refreshing recency or inserting.
-    pub fn map_get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.cache.peek_mut(key)
-    }
-
-    pub fn remove(&mut self, key: &K) -> Option<V> {
-        self.cache.pop(key)
-    }
-
-    /// Every entry, most recently used first.
-    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.cache.iter()
-    }
-
-    pub fn len(&self) -> usize {
-        self.cache.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.cache.is_empty()
     }
 }
 
@@ -194,24 +130,66 @@ impl NamespaceState {
         v
     }
 
-    fn new(caps: &Caps) -> Self {
+    /// Empty state whose tables charge `pool`.
+    fn new(caps: &Caps, pool: &Arc<Pool>) -> Self {
+        let p = || pool.clone();
         NamespaceState {
             doc_sizes: SizeHist::default(),
-            arrays: Lru::new(caps.paths_per_namespace),
-            documents: Lru::new(caps.documents_per_namespace),
-            write_ops: Lru::new(caps.paths_per_namespace),
-            bounded_paths: Lru::new(caps.paths_per_namespace),
-            field_sets: Lru::new(64),
+            arrays: Lru::in_pool(caps.paths_per_namespace, p(), |k, _| {
+                k.len()
+                    + std::mem::size_of::<(String, ArrayStats)>()
+                    + SIZE_HIST_HEAP
+                    + ENTRY_OVERHEAD
+            }),
+            documents: Lru::in_pool(caps.documents_per_namespace, p(), |_, _| {
+                // A document's arrays, up to ARRAYS_PER_DOCUMENT of them.
+                std::mem::size_of::<(u64, Vec<(u64, u32)>)>()
+                    + ARRAYS_PER_DOCUMENT * std::mem::size_of::<(u64, u32)>()
+                    + ENTRY_OVERHEAD
+            }),
+            write_ops: Lru::in_pool(caps.paths_per_namespace, p(), |(op, path), _| {
+                op.len()
+                    + path.len()
+                    + std::mem::size_of::<((String, String), u64)>()
+                    + ENTRY_OVERHEAD
+            }),
+            bounded_paths: Lru::in_pool(caps.paths_per_namespace, p(), |k, _| {
+                k.len() + std::mem::size_of::<String>() + ENTRY_OVERHEAD
+            }),
+            field_sets: Lru::in_pool(FIELD_SETS_PER_NAMESPACE, p(), |_, set| {
+                // Its names, and at most VALUES_PER_FIELD hashes per name.
+                let per_field = 2 * std::mem::size_of::<String>()
+                    + std::mem::size_of::<Vec<u64>>()
+                    + VALUES_PER_FIELD * 8;
+                std::mem::size_of::<(u64, FieldSet)>()
+                    + set
+                        .fields
+                        .iter()
+                        .map(|f| 2 * f.len() + per_field)
+                        .sum::<usize>()
+                    + ENTRY_OVERHEAD
+            }),
             documents_seen: 0,
         }
     }
 }
+
+/// Heap bytes of a [`SizeHist`] (368 u32 counts; see `tests/memory_budget.rs`).
+pub const SIZE_HIST_HEAP: usize = 1536;
+/// Arrays remembered per document for growth detection.
+const ARRAYS_PER_DOCUMENT: usize = 16;
+/// Distinct top-level field sets remembered per namespace.
+const FIELD_SETS_PER_NAMESPACE: usize = 64;
+/// Top-level fields of a document looked at for its field set.
+const FIELDS_PER_SET: usize = 64;
 
 /// All namespaces.
 #[derive(Debug)]
 pub struct Namespaces {
     pub map: Lru<String, NamespaceState>,
     pub caps: Caps,
+    /// What the namespace state (with every table inside it) is charged to.
+    pool: Arc<Pool>,
     /// Hashes of inserted documents' `_id`s → their namespace: where the
     /// children an array refers to live (WL502).
     pub ids: Lru<u64, String>,
@@ -219,34 +197,53 @@ pub struct Namespaces {
 
 impl Default for Namespaces {
     fn default() -> Self {
-        Namespaces::new(Caps::default())
+        Namespaces::new(
+            Caps::default(),
+            Pool::unbounded("namespaces"),
+            Pool::unbounded("document_ids"),
+        )
     }
 }
 
 impl Namespaces {
-    pub fn new(caps: Caps) -> Namespaces {
+    /// Namespace state charged to `pool`, inserted ids to `ids`.
+    pub fn new(caps: Caps, pool: Arc<Pool>, ids: Arc<Pool>) -> Namespaces {
         Namespaces {
-            map: Lru::new(caps.namespaces),
-            ids: Lru::new(caps.documents_per_namespace * 10),
+            map: Lru::in_pool(caps.namespaces, pool.clone(), |k, _| {
+                k.len()
+                    + std::mem::size_of::<(String, NamespaceState)>()
+                    + SIZE_HIST_HEAP
+                    + ENTRY_OVERHEAD
+            }),
+            ids: Lru::in_pool(caps.documents_per_namespace * 10, ids, |_, ns| {
+                // The namespace is stored shortened, at most MAX_KEY bytes.
+                let _ = ns;
+                std::mem::size_of::<(u64, String)>() + budget::MAX_KEY + ENTRY_OVERHEAD
+            }),
             caps,
+            pool,
         }
     }
 
     pub fn get(&self, namespace: &str) -> Option<&NamespaceState> {
-        self.map.get(&namespace.to_string())
+        self.map.get(&short_key(namespace).into_owned())
     }
 
     fn state(&mut self, namespace: &str) -> &mut NamespaceState {
-        let caps = self.caps.clone();
-        self.map
-            .get_or_insert_with(&namespace.to_string(), || NamespaceState::new(&caps))
+        let Namespaces {
+            map, caps, pool, ..
+        } = self;
+        map.get_or_insert_with(&short_key(namespace).into_owned(), || {
+            NamespaceState::new(caps, pool)
+        })
     }
 
-    /// Records a document: its size, and the length of every array in it.
     /// Remembers an inserted document's `_id` (hashed) as living here.
     pub fn observe_inserted_id(&mut self, namespace: &str, doc: &RawDocument) {
         if let Some(id) = doc.get("_id").ok().flatten() {
-            *self.ids.get_or_insert_with(&value_hash(id), String::new) = namespace.to_string();
+            let owner = self.ids.get_or_insert_with(&value_hash(id), String::new);
+            owner.clear();
+            owner.push_str(&short_key(namespace));
         }
     }
 
@@ -276,7 +273,7 @@ impl Namespaces {
             .arrays
             .iter()
             .filter(|a| !a.path.contains('$'))
-            .take(16)
+            .take(ARRAYS_PER_DOCUMENT)
             .map(|a| (fnv1a(a.path.as_bytes()), a.len))
             .collect();
         let previous = state.documents.get(&id).cloned();
@@ -311,14 +308,18 @@ impl Namespaces {
             if let RawBsonRef::Document(fields) = fields {
                 for (path, value) in fields.iter().flatten() {
                     *state.write_ops.get_or_insert_with(
-                        &(op.as_str().to_string(), path.as_str().to_string()),
+                        &(
+                            short_key(op.as_str()).into_owned(),
+                            short_key(path.as_str()).into_owned(),
+                        ),
                         || 0,
                     ) += 1;
                     let appends = matches!(op.as_str(), "$push" | "$addToSet");
                     if appends && (bucketed || is_sliced(value)) {
-                        state
-                            .bounded_paths
-                            .get_or_insert_with(&fold_path(path.as_str()), || ());
+                        state.bounded_paths.get_or_insert_with(
+                            &short_key(&fold_path(path.as_str())).into_owned(),
+                            || (),
+                        );
                     }
                 }
             }
@@ -334,7 +335,7 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     // string is skipped by its length, not validated).
     for e in bson_walk::elements(doc.as_bytes())
         .map_while(Result::ok)
-        .take(64)
+        .take(FIELDS_PER_SET)
     {
         let Ok(key) = std::str::from_utf8(e.key) else {
             continue;
@@ -366,7 +367,7 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         key = fnv1a_continue(key, field.as_bytes());
     }
     let set = state.field_sets.get_or_insert_with(&key, || FieldSet {
-        fields: fields.iter().map(|f| f.to_string()).collect(),
+        fields: fields.iter().map(|f| short_key(f).into_owned()).collect(),
         count: 0,
         all_scalar: true,
         values: Vec::new(),
@@ -374,13 +375,14 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     set.count += 1;
     set.all_scalar &= all_scalar;
     for (field, hash) in values {
+        let field = short_key(field);
         match set.values.iter_mut().find(|(f, _)| *f == field) {
             Some((_, hashes)) => {
                 if !hashes.contains(&hash) && hashes.len() < VALUES_PER_FIELD {
                     hashes.push(hash);
                 }
             }
-            None => set.values.push((field.to_string(), vec![hash])),
+            None => set.values.push((field.into_owned(), vec![hash])),
         }
     }
 }
@@ -462,7 +464,7 @@ fn walk_arrays(
         if element.element_type == 0x03 {
             walk_arrays(element.value, path, depth + 1, caps, out);
         } else {
-            let array_path = path.clone();
+            let array_path = short_key(path).into_owned();
             path.push_str(".$");
             let mut len = 0u32;
             for item in bson_walk::elements(element.value) {
@@ -486,22 +488,6 @@ fn walk_arrays(
 mod tests {
     use super::*;
     use bson::rawdoc;
-
-    #[test]
-    fn lru_forgets_the_least_recently_used() {
-        let mut lru = Lru::new(10);
-        for i in 0..10 {
-            *lru.get_or_insert_with(&i, || 0) += 1;
-        }
-        lru.get_or_insert_with(&0, || 0); // 0 is fresh again
-        lru.get_or_insert_with(&10, || 0);
-        assert_eq!(lru.len(), 10);
-        assert!(lru.get(&0).is_some() && lru.get(&1).is_none());
-        for i in 100..10_000 {
-            lru.get_or_insert_with(&i, || 0);
-        }
-        assert!(lru.len() <= 10);
-    }
 
     #[test]
     fn histogram_quantiles_bound_the_value() {

@@ -91,6 +91,14 @@ pub struct ProxyArgs {
     pub analysis_queue: Option<usize>,
 
     /// Analysis threads [default: 1].
+    /// Memory every analysis table may hold together (patterns, shapes,
+    /// namespace state, cursors, requests awaiting replies, findings):
+    /// past it the least recently used entries are forgotten and counted.
+    /// Forwarding never depends on it. [default: 256MiB; file:
+    /// [limits] analysis_memory]
+    #[arg(long, env = "WIRELINT_ANALYSIS_MEMORY", value_name = "SIZE")]
+    pub analysis_memory: Option<String>,
+
     #[arg(long, env = "WIRELINT_ANALYSIS_WORKERS", value_name = "N")]
     pub analysis_workers: Option<usize>,
 
@@ -231,6 +239,13 @@ impl ProxyArgs {
         if let (Some(file), Some(path)) = (&file, &self.config) {
             settings.analysis.rules = super::rule_settings(file, path)?;
             file.limits.apply(&mut settings.analysis.caps);
+            if let Some(text) = &file.limits.analysis_memory {
+                settings.analysis.caps.memory = super::parse_memory(
+                    text,
+                    "limits.analysis_memory",
+                    &path.display().to_string(),
+                )?;
+            }
             settings.analysis.partition_keys = file.partition_keys();
             for (ns, key) in &settings.analysis.partition_keys {
                 if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {
@@ -241,6 +256,10 @@ impl ProxyArgs {
                     });
                 }
             }
+        }
+        if let Some(text) = &self.analysis_memory {
+            settings.analysis.caps.memory =
+                super::parse_memory(text, "analysis-memory", "--analysis-memory")?;
         }
         let fail_on = match (self.fail_on, section.and_then(|s| s.fail_on.clone())) {
             (Some(level), _) => Some(level.severity()),

@@ -33,14 +33,41 @@ pub struct FileConfig {
     pub limits: LimitsSection,
 }
 
-/// `[limits]`: the LRU caps on analysis state (memory stays flat however
-/// long the proxy runs; the least recently used entries are forgotten).
+/// `[limits]`: the memory budget of the analysis and its LRU caps (memory
+/// stays flat however long the proxy runs; the least recently used entries
+/// are forgotten).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSection {
+    /// Bytes every analysis table may hold together: `"256MiB"`, `"1GiB"`.
+    pub analysis_memory: Option<String>,
     pub namespaces: Option<usize>,
     pub paths_per_namespace: Option<usize>,
     pub documents_per_namespace: Option<usize>,
+}
+
+/// A size such as `256MiB`, `64 MB` or `1gib`, at least
+/// `budget::MIN_ANALYSIS_MEMORY`; `key` and `origin` name it in errors.
+pub fn parse_memory(text: &str, key: &str, origin: &str) -> Result<usize, ConfigError> {
+    use analysis::budget::MIN_ANALYSIS_MEMORY;
+    let invalid = |message: String| ConfigError::Invalid {
+        origin: origin.to_string(),
+        key: key.to_string(),
+        message,
+    };
+    let size: bytesize::ByteSize = text.trim().parse().map_err(|e| {
+        invalid(format!(
+            "{text:?} is not a size ({e}); write it as \"256MiB\", \"1GiB\" or a number of bytes"
+        ))
+    })?;
+    let bytes = usize::try_from(size.as_u64()).unwrap_or(usize::MAX);
+    if bytes < MIN_ANALYSIS_MEMORY {
+        return Err(invalid(format!(
+            "{text:?} is below the smallest budget, {} MiB",
+            MIN_ANALYSIS_MEMORY >> 20
+        )));
+    }
+    Ok(bytes)
 }
 
 impl LimitsSection {

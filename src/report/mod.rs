@@ -45,7 +45,9 @@ pub struct Counters {
     pub replies: u64,
     pub operations: u64,
     pub analysis_dropped: u64,
-    pub unpaired_replies: u64,
+    /// Requests kept for pairing and forgotten before their reply came.
+    #[serde(default)]
+    pub forgotten_requests: u64,
     pub decode_errors: u64,
     pub findings_dropped: u64,
     pub commands: BTreeMap<String, u64>,
@@ -63,6 +65,10 @@ pub struct Counters {
     /// message; the others ran).
     #[serde(default)]
     pub rule_panics: BTreeMap<String, u64>,
+    /// Each share of the analysis memory budget: entries, bytes, its
+    /// limit and the entries evicted to stay within it.
+    #[serde(default)]
+    pub tables: Vec<crate::analysis::budget::PoolUsage>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -157,7 +163,14 @@ impl Report {
                     },
                     docs_returned: p.docs_returned,
                     bytes_returned: p.bytes_returned,
-                    errors: p.errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+                    errors: p
+                        .errors
+                        .iter()
+                        .map(|(c, n)| match *c {
+                            crate::analysis::patterns::OTHER_ERROR => ("other".to_string(), *n),
+                            c => (c.to_string(), *n),
+                        })
+                        .collect(),
                     partitions: p.partitions.clone(),
                     findings: linked.iter().map(|f| f.key()).collect(),
                     verdict: if warn { "warn" } else { "ok" }.to_string(),
@@ -184,7 +197,7 @@ impl Report {
                 replies: stats.replies_forwarded,
                 operations: knowledge.operations,
                 analysis_dropped: stats.analysis_dropped,
-                unpaired_replies: knowledge.unpaired_replies,
+                forgotten_requests: knowledge.forgotten_requests,
                 decode_errors: stats.decode_errors.values().sum(),
                 findings_dropped: knowledge.findings.dropped,
                 commands: stats.commands.clone(),
@@ -196,6 +209,7 @@ impl Report {
                     .iter()
                     .map(|(id, n)| (id.to_string(), *n))
                     .collect(),
+                tables: knowledge.tables(),
             },
             patterns,
             shapes,

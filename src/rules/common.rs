@@ -3,34 +3,119 @@
 //! two need lives here.
 
 use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::budget::{Pool, Weight};
 use crate::analysis::command::{fold_path, number, Kind};
 use crate::analysis::partition::Partitioning;
 use crate::analysis::state::Namespaces;
 use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Entries each table of a rule's own keeps, at most (keys come from the
-/// traffic: namespaces, paths, shapes, pattern names). Past it the table
-/// forgets its first entry in key order — an arbitrary one, as far as the
-/// traffic is concerned — before adding the new one, so a client sending
-/// ever-new keys cannot grow a rule's memory.
+/// traffic: namespaces, paths, shapes, pattern names).
 pub const RULE_TABLE_CAP: usize = 10_000;
 
-/// `map.entry(key).or_default()`, within [`RULE_TABLE_CAP`].
-pub fn bounded_entry<K: Ord, V: Default>(map: &mut BTreeMap<K, V>, key: K) -> &mut V {
-    if map.len() >= RULE_TABLE_CAP && !map.contains_key(&key) {
-        map.pop_first();
-    }
-    map.entry(key).or_default()
+/// A rule's own table: a `BTreeMap` whose entries are charged, at their
+/// weight, to the rules' share of the memory budget (`cx.pool`). Past
+/// [`RULE_TABLE_CAP`] entries, or while that share is full, it forgets its
+/// first entry in key order — an arbitrary one, as far as the traffic is
+/// concerned — before adding a new one, so a client sending ever-new keys
+/// cannot grow a rule's memory. A table inside a table charges its own
+/// entries the same way. Read it as the map it derefs to; change it only
+/// through these methods (values updated in place keep their weight).
+pub struct RuleTable<K: Ord + Weight, V: Weight> {
+    map: BTreeMap<K, V>,
+    /// Set at the first insert: what the entries are charged to.
+    pool: Option<Arc<Pool>>,
 }
 
-/// `map.insert(key, value)`, within [`RULE_TABLE_CAP`].
-pub fn bounded_insert<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, value: V) {
-    if map.len() >= RULE_TABLE_CAP && !map.contains_key(&key) {
-        map.pop_first();
+impl<K: Ord + Weight, V: Weight> Default for RuleTable<K, V> {
+    fn default() -> Self {
+        RuleTable {
+            map: BTreeMap::new(),
+            pool: None,
+        }
     }
-    map.insert(key, value);
+}
+
+impl<K: Ord + Weight, V: Weight> std::ops::Deref for RuleTable<K, V> {
+    type Target = BTreeMap<K, V>;
+    fn deref(&self) -> &BTreeMap<K, V> {
+        &self.map
+    }
+}
+
+/// A table inside a table charges its entries itself.
+impl<K: Ord + Weight, V: Weight> Weight for RuleTable<K, V> {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+    }
+}
+
+/// Per-entry overhead of a B-tree node slot.
+const NODE: usize = 16;
+
+fn entry_weight<K: Weight, V: Weight>(k: &K, v: &V) -> usize {
+    k.weight() + v.weight() + NODE
+}
+
+impl<K: Ord + Weight, V: Weight> RuleTable<K, V> {
+    fn make_room(&mut self, key: &K, pool: &Arc<Pool>) {
+        let pool = self.pool.get_or_insert_with(|| pool.clone());
+        if self.map.contains_key(key) {
+            return;
+        }
+        while !self.map.is_empty() && (self.map.len() >= RULE_TABLE_CAP || pool.full()) {
+            if let Some((k, v)) = self.map.pop_first() {
+                pool.release(entry_weight(&k, &v));
+                pool.evicted();
+            }
+        }
+    }
+
+    /// `map.entry(key).or_default()`, within the cap and the budget.
+    pub fn entry(&mut self, key: K, pool: &Arc<Pool>) -> &mut V
+    where
+        V: Default,
+    {
+        self.make_room(&key, pool);
+        let charged = self.pool.as_ref().expect("set by make_room");
+        match self.map.entry(key) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let v = V::default();
+                charged.charge(entry_weight(e.key(), &v));
+                e.insert(v)
+            }
+        }
+    }
+
+    /// `map.insert(key, value)`, within the cap and the budget.
+    pub fn insert(&mut self, key: K, value: V, pool: &Arc<Pool>) {
+        self.make_room(&key, pool);
+        let charged = self.pool.as_ref().expect("set by make_room");
+        charged.charge(entry_weight(&key, &value));
+        if let Some((k, old)) = self.map.remove_entry(&key) {
+            charged.release(entry_weight(&k, &old));
+        }
+        self.map.insert(key, value);
+    }
+
+    /// Every entry, values mutable in place.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
+        self.map.iter_mut()
+    }
+}
+
+impl<K: Ord + Weight, V: Weight> Drop for RuleTable<K, V> {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            for (k, v) in &self.map {
+                pool.release(entry_weight(k, v));
+            }
+        }
+    }
 }
 
 /// A size for people: `512 B`, `3.0 KiB`, `1.5 MiB`.
@@ -141,8 +226,8 @@ pub const CROSS_PARTITION_THRESHOLDS: &[Threshold] = &[
 /// more than one partition: what WL201 and WL202 judge their share by.
 #[derive(Default)]
 pub struct CrossPartitionCounts {
-    operations: BTreeMap<String, u64>,
-    fanouts: BTreeMap<(String, u64), u64>,
+    operations: RuleTable<String, u64>,
+    fanouts: RuleTable<(String, u64), u64>,
 }
 
 impl CrossPartitionCounts {
@@ -156,14 +241,16 @@ impl CrossPartitionCounts {
         mine: fn(Partitioning, bool) -> bool,
     ) {
         let Some(how) = op.partitioning else { return };
-        let operations = bounded_entry(&mut self.operations, op.namespace.to_string());
+        let operations = self.operations.entry(op.namespace.to_string(), cx.pool);
         *operations += 1;
         let operations = *operations;
         let feed = is_feed(op);
         if !mine(how, feed) {
             return;
         }
-        let fanouts = bounded_entry(&mut self.fanouts, (op.namespace.to_string(), op.shape.hash));
+        let fanouts = self
+            .fanouts
+            .entry((op.namespace.to_string(), op.shape.hash), cx.pool);
         *fanouts += 1;
         let fanouts = *fanouts;
         let share = fanouts as f64 / operations as f64;
@@ -235,21 +322,40 @@ mod tests {
 mod bounded_tests {
     use super::*;
 
-    /// Ever-new keys never grow a rule's table past its cap; a key already
-    /// there is updated in place.
+    /// Ever-new keys never grow a rule's table past its cap or past the
+    /// rules' share of the budget; a key already there is updated in place;
+    /// tables inside tables are charged too, and everything is given back
+    /// when the tables go.
     #[test]
-    fn rule_tables_stay_within_their_cap() {
-        let mut m: BTreeMap<String, u64> = BTreeMap::new();
+    fn rule_tables_stay_within_their_cap_and_budget() {
+        let pool = Pool::new("rules", usize::MAX);
+        let mut m: RuleTable<String, u64> = RuleTable::default();
         for i in 0..RULE_TABLE_CAP + 5_000 {
-            *bounded_entry(&mut m, format!("k{i}")) += 1;
+            *m.entry(format!("k{i}"), &pool) += 1;
         }
         assert_eq!(m.len(), RULE_TABLE_CAP);
         let last = format!("k{}", RULE_TABLE_CAP + 4_999);
-        *bounded_entry(&mut m, last.clone()) += 1;
+        *m.entry(last.clone(), &pool) += 1;
         assert_eq!((m.len(), m[&last]), (RULE_TABLE_CAP, 2));
         for i in 0..RULE_TABLE_CAP + 5_000 {
-            bounded_insert(&mut m, format!("j{i}"), 0);
+            m.insert(format!("j{i}"), 0, &pool);
         }
         assert_eq!(m.len(), RULE_TABLE_CAP);
+        assert_eq!(pool.usage().entries, RULE_TABLE_CAP);
+        drop(m);
+        assert_eq!((pool.usage().entries, pool.usage().bytes), (0, 0));
+
+        let small = Pool::new("rules", 100_000);
+        let mut nested: RuleTable<String, RuleTable<String, u64>> = RuleTable::default();
+        for i in 0..50_000 {
+            let long = format!("{i}{}", "x".repeat(500));
+            *nested
+                .entry(format!("p{}", i % 100), &small)
+                .entry(long, &small) += 1;
+            assert!(small.usage().bytes < 100_000 + 2_000, "{:?}", small.usage());
+        }
+        assert!(small.usage().evicted > 0);
+        drop(nested);
+        assert_eq!((small.usage().entries, small.usage().bytes), (0, 0));
     }
 }

@@ -5,7 +5,7 @@
 //! document's array is seen growing across observations. `$push` with
 //! `$each` and `$slice` keeps the array bounded and is never reported.
 
-use super::common::bounded_entry;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::command::{fold_path, is_bucketed, is_sliced};
@@ -28,7 +28,7 @@ pub static META: RuleMeta = RuleMeta {
 #[derive(Default)]
 pub struct UnboundedArrayGrowth {
     /// (namespace, shape, path) → updates seen.
-    counts: BTreeMap<(String, u64, String), u64>,
+    counts: RuleTable<(String, u64, String), u64>,
 }
 
 /// Paths an operator update appends to without a bound, with the operator.
@@ -112,9 +112,9 @@ impl Rule for UnboundedArrayGrowth {
             }
         }
         for (path, operator) in appends {
-            let count = bounded_entry(
-                &mut self.counts,
+            let count = self.counts.entry(
                 (op.namespace.to_string(), op.shape.hash, path.clone()),
+                cx.pool,
             );
             *count += 1;
             let count = *count;

@@ -3,8 +3,8 @@
 //! of the way to the 16 MiB BSON limit) an error. Seen on inserts,
 //! replacements and reads alike.
 
-use super::common::bounded_entry;
 use super::common::human_bytes;
+use super::common::RuleTable;
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::state::Doc;
 use serde_json::json;
@@ -27,7 +27,7 @@ pub static META: RuleMeta = RuleMeta {
 #[derive(Default)]
 pub struct LargeDocument {
     /// (namespace) → (documents over the warning size, largest seen).
-    seen: BTreeMap<String, (u64, u64)>,
+    seen: RuleTable<String, (u64, u64)>,
 }
 
 impl Rule for LargeDocument {
@@ -53,7 +53,7 @@ impl Rule for LargeDocument {
         } else {
             Severity::Warning
         };
-        let entry = bounded_entry(&mut self.seen, op.namespace.to_string());
+        let entry = self.seen.entry(op.namespace.to_string(), cx.pool);
         entry.0 += 1;
         entry.1 = entry.1.max(size);
         let (over, largest) = *entry;

@@ -6,8 +6,9 @@
 //! Advice only: info. Silent until some partition key is known at all (a
 //! deployment that does not partition needs no partition-key advice).
 
-use super::common::bounded_entry;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::budget::Weight;
 use crate::analysis::partition::{equality_paths, filters};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,13 +35,20 @@ const MAX_SETS: usize = 64;
 struct Workload {
     operations: u64,
     /// Equality paths of an operation → how many operations had them.
-    sets: BTreeMap<Vec<String>, u64>,
+    sets: RuleTable<Vec<String>, u64>,
     last_message: String,
+}
+
+/// Its sets charge themselves; the last message is charged at its longest.
+impl Weight for Workload {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Workload>() + 2048
+    }
 }
 
 #[derive(Default)]
 pub struct PartitionKeyAdvice {
-    namespaces: BTreeMap<String, Workload>,
+    namespaces: RuleTable<String, Workload>,
 }
 
 impl Rule for PartitionKeyAdvice {
@@ -48,18 +56,18 @@ impl Rule for PartitionKeyAdvice {
         &META
     }
 
-    fn on_request(&mut self, op: &OpView<'_>, _cx: &mut RuleContext<'_>) {
+    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         let filters = filters(op.cmd);
         if filters.is_empty() && !op.cmd.kind.is_read() {
             return;
         }
-        let w = bounded_entry(&mut self.namespaces, op.namespace.to_string());
+        let w = self.namespaces.entry(op.namespace.to_string(), cx.pool);
         w.operations += 1;
         let mut paths: Vec<String> = filters.into_iter().flat_map(equality_paths).collect();
         paths.sort();
         paths.dedup();
         if w.sets.contains_key(&paths) || w.sets.len() < MAX_SETS {
-            *bounded_entry(&mut w.sets, paths) += 1;
+            *w.sets.entry(paths, cx.pool) += 1;
         }
     }
 
@@ -70,7 +78,7 @@ impl Rule for PartitionKeyAdvice {
         if cx.partition_keys.all().is_empty() {
             return;
         }
-        for (namespace, w) in &mut self.namespaces {
+        for (namespace, w) in self.namespaces.iter_mut() {
             if (w.operations as f64) < cx.threshold(&META, namespace, "min_operations") {
                 continue;
             }

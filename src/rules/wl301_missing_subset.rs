@@ -7,7 +7,7 @@
 //! bucket pattern) are not reported.
 
 use super::common::sliced_paths;
-use super::common::{bounded_entry, bounded_insert};
+use super::common::RuleTable;
 use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::state::Doc;
@@ -31,9 +31,9 @@ pub static MISSING: RuleMeta = RuleMeta {
 #[derive(Default)]
 pub struct MissingSubset {
     /// (namespace, path) → reads that returned it whole.
-    reads: BTreeMap<(String, String), u64>,
+    reads: RuleTable<(String, String), u64>,
     /// (namespace, path) → the N the workload slices it to, when it does.
-    slices: BTreeMap<(String, String), i64>,
+    slices: RuleTable<(String, String), i64>,
 }
 
 impl Rule for MissingSubset {
@@ -41,10 +41,11 @@ impl Rule for MissingSubset {
         &MISSING
     }
 
-    fn on_request(&mut self, op: &OpView<'_>, _cx: &mut RuleContext<'_>) {
+    fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         if let Some(p) = op.cmd.projection() {
             for (path, n) in sliced_paths(p) {
-                bounded_insert(&mut self.slices, (op.namespace.to_string(), path), n);
+                self.slices
+                    .insert((op.namespace.to_string(), path), n, cx.pool);
             }
         }
     }
@@ -78,7 +79,7 @@ impl Rule for MissingSubset {
                 continue;
             }
             let key = (op.namespace.to_string(), array.path.clone());
-            let reads = bounded_entry(&mut self.reads, key.clone());
+            let reads = self.reads.entry(key.clone(), cx.pool);
             *reads += 1;
             let reads = *reads;
             let suggested = self.slices.get(&key).copied().unwrap_or(10);

@@ -4,8 +4,8 @@
 //! large in storage: the N are what the application needs, yet the whole
 //! array is still stored, loaded and kept in the document.
 
-use super::common::bounded_entry;
 use super::common::sliced_paths;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ pub static SLICE: RuleMeta = RuleMeta {
 #[derive(Default)]
 pub struct SliceOnRead {
     /// (namespace, shape, path) → reads.
-    reads: BTreeMap<(String, u64, String), u64>,
+    reads: RuleTable<(String, u64, String), u64>,
 }
 
 impl Rule for SliceOnRead {
@@ -38,9 +38,9 @@ impl Rule for SliceOnRead {
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         let Some(p) = op.cmd.projection() else { return };
         for (path, n) in sliced_paths(p) {
-            let reads = bounded_entry(
-                &mut self.reads,
+            let reads = self.reads.entry(
                 (op.namespace.to_string(), op.shape.hash, path.clone()),
+                cx.pool,
             );
             *reads += 1;
             let reads = *reads;

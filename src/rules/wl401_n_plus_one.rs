@@ -5,7 +5,7 @@
 //! reply by comparing value hashes inside wirelint; no value is kept or
 //! shown.
 
-use super::common::bounded_entry;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -24,7 +24,7 @@ pub static META: RuleMeta = RuleMeta {
 #[derive(Default)]
 pub struct NPlusOne {
     /// (namespace, leading shape, field) → most follow-ups after one list.
-    most: BTreeMap<(String, String, String), u64>,
+    most: RuleTable<(String, String, String), u64>,
 }
 
 impl Rule for NPlusOne {
@@ -37,13 +37,13 @@ impl Rule for NPlusOne {
         if (f.count as f64) < cx.threshold(&META, op.namespace, "min_follow_ups") {
             return;
         }
-        let most = bounded_entry(
-            &mut self.most,
+        let most = self.most.entry(
             (
                 op.namespace.to_string(),
                 f.leading_shape.clone(),
                 f.field.clone(),
             ),
+            cx.pool,
         );
         *most = (*most).max(f.count);
         let most = *most;

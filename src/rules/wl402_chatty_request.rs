@@ -5,7 +5,7 @@
 //! post, its author's name, its comment count and its like count: four
 //! round trips for one page.
 
-use super::common::bounded_insert;
+use super::common::RuleTable;
 use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::patterns::NamedBy;
 use serde_json::json;
@@ -28,7 +28,7 @@ pub static CHATTY: RuleMeta = RuleMeta {
 #[derive(Default)]
 pub struct ChattyRequest {
     /// Pattern → operations per call last reported (re-reported on change).
-    reported: BTreeMap<String, String>,
+    reported: RuleTable<String, String>,
 }
 
 impl Rule for ChattyRequest {
@@ -60,7 +60,7 @@ impl Rule for ChattyRequest {
             if self.reported.get(name) == Some(&summary) {
                 continue;
             }
-            bounded_insert(&mut self.reported, name.clone(), summary);
+            self.reported.insert(name.clone(), summary, cx.pool);
             let mut evidence = BTreeMap::new();
             evidence.insert(
                 "operations_per_call".into(),

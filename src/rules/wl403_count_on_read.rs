@@ -5,14 +5,14 @@
 //! 1}`, `$count`) issued alongside reads of other data — the count is
 //! computed again on every read instead of kept on write.
 
-use super::common::bounded_entry;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::partition::{equality_paths, filters};
 use crate::analysis::patterns::NamedBy;
 use bson::RawBsonRef;
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 pub static COUNT: RuleMeta = RuleMeta {
     id: "WL403",
@@ -57,9 +57,9 @@ const MAX_READ_NAMESPACES: usize = 64;
 #[derive(Default)]
 pub struct CountOnRead {
     /// Pattern → (count namespace, field) → counts seen.
-    counts: BTreeMap<String, BTreeMap<(String, String), u64>>,
+    counts: RuleTable<String, RuleTable<(String, String), u64>>,
     /// Pattern → namespaces it reads other than by counting.
-    reads: BTreeMap<String, BTreeSet<String>>,
+    reads: RuleTable<String, RuleTable<String, ()>>,
 }
 
 impl Rule for CountOnRead {
@@ -80,9 +80,9 @@ impl Rule for CountOnRead {
             return;
         }
         if !is_count(op) {
-            let read = bounded_entry(&mut self.reads, op.pattern.to_string());
+            let read = self.reads.entry(op.pattern.to_string(), cx.pool);
             if read.len() < MAX_READ_NAMESPACES {
-                read.insert(op.namespace.to_string());
+                read.insert(op.namespace.to_string(), (), cx.pool);
             }
             return;
         }
@@ -105,16 +105,16 @@ impl Rule for CountOnRead {
             fields.retain(is_ref);
         }
         for field in fields {
-            let n = bounded_entry(
-                bounded_entry(&mut self.counts, op.pattern.to_string()),
-                (op.namespace.to_string(), field.clone()),
-            );
+            let n = self
+                .counts
+                .entry(op.pattern.to_string(), cx.pool)
+                .entry((op.namespace.to_string(), field.clone()), cx.pool);
             *n += 1;
             let n = *n;
             let parents: Vec<String> = self
                 .reads
                 .get(op.pattern)
-                .map(|r| r.iter().filter(|ns| *ns != op.namespace).cloned().collect())
+                .map(|r| r.keys().filter(|ns| *ns != op.namespace).cloned().collect())
                 .unwrap_or_default();
             if parents.is_empty() || (n as f64) < cx.threshold(&COUNT, op.namespace, "min_calls") {
                 continue;

@@ -3,7 +3,7 @@
 //! the other — a relational join table (seed 000's many-to-many between
 //! authors and books).
 
-use super::common::bounded_entry;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use serde_json::json;
@@ -22,7 +22,7 @@ pub static META: RuleMeta = RuleMeta {
 
 #[derive(Default)]
 pub struct JoinCollection {
-    reported: BTreeMap<String, u64>,
+    reported: RuleTable<String, u64>,
 }
 
 /// Whether most documents seen in `namespace` are two scalar fields + `_id`.
@@ -50,7 +50,7 @@ impl Rule for JoinCollection {
         let Some(fields) = is_join_shaped(cx, &f.leading_namespace) else {
             return;
         };
-        let n = bounded_entry(&mut self.reported, f.leading_namespace.clone());
+        let n = self.reported.entry(f.leading_namespace.clone(), cx.pool);
         *n += 1;
         let mut evidence = BTreeMap::new();
         evidence.insert("fields".into(), json!(fields));

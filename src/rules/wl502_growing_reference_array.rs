@@ -3,8 +3,8 @@
 //! `publisher.books: [isbn, …]`). The ids are recognised as `_id`s of
 //! documents inserted into another collection (compared as hashes).
 
-use super::common::bounded_entry;
 use super::common::pushed_child_ids;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use serde_json::json;
@@ -23,7 +23,7 @@ pub static META: RuleMeta = RuleMeta {
 
 #[derive(Default)]
 pub struct GrowingReferenceArray {
-    counts: BTreeMap<(String, String), u64>,
+    counts: RuleTable<(String, String), u64>,
 }
 
 impl Rule for GrowingReferenceArray {
@@ -46,7 +46,9 @@ impl Rule for GrowingReferenceArray {
             }
         }
         for (path, children) in found {
-            let n = bounded_entry(&mut self.counts, (op.namespace.to_string(), path.clone()));
+            let n = self
+                .counts
+                .entry((op.namespace.to_string(), path.clone()), cx.pool);
             *n += 1;
             let n = *n;
             if (n as f64) < cx.threshold(&META, op.namespace, "min_updates") {

@@ -5,7 +5,7 @@
 //! copied into many documents changes) is information; a frequent one is a
 //! warning.
 
-use super::common::bounded_entry;
+use super::common::RuleTable;
 use super::{CompletedOp, FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::fold_path;
 use crate::analysis::command::Kind;
@@ -30,7 +30,7 @@ pub static META: RuleMeta = RuleMeta {
 #[derive(Default)]
 pub struct HotEmbeddedData {
     /// (namespace, paths) → (fan-out updates, documents touched).
-    seen: BTreeMap<(String, String), (u64, u64)>,
+    seen: RuleTable<(String, String), (u64, u64)>,
 }
 
 impl Rule for HotEmbeddedData {
@@ -72,7 +72,9 @@ impl Rule for HotEmbeddedData {
         paths.sort();
         paths.dedup();
         let subject = paths.join(", ");
-        let entry = bounded_entry(&mut self.seen, (namespace.to_string(), subject.clone()));
+        let entry = self
+            .seen
+            .entry((namespace.to_string(), subject.clone()), cx.pool);
         entry.0 += 1;
         entry.1 += n as u64;
         let (updates, touched) = *entry;

@@ -4,7 +4,7 @@
 //! on every read; the seeds' answer is to embed or denormalize what is
 //! joined.
 
-use super::common::bounded_entry;
+use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use bson::{RawArray, RawBsonRef};
@@ -36,9 +36,17 @@ struct Counts {
     joined: BTreeSet<String>,
 }
 
+/// Charged at its largest: [`MAX_JOINED`] names of at most 255 bytes (the
+/// server's longest namespace).
+impl crate::analysis::budget::Weight for Counts {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Counts>() + MAX_JOINED * (255 + 48)
+    }
+}
+
 #[derive(Default)]
 pub struct LookupHeavy {
-    namespaces: BTreeMap<String, Counts>,
+    namespaces: RuleTable<String, Counts>,
 }
 
 /// The collections a pipeline joins, looking into nested pipelines.
@@ -89,7 +97,7 @@ impl Rule for LookupHeavy {
         if let Some(p) = op.cmd.pipeline() {
             lookups(p, &mut joined, 0);
         }
-        let counts = bounded_entry(&mut self.namespaces, op.namespace.to_string());
+        let counts = self.namespaces.entry(op.namespace.to_string(), cx.pool);
         counts.reads += 1;
         if joined.is_empty() {
             return;

@@ -3,7 +3,7 @@
 //! fields), and no field common to them has values that tell them apart.
 //! Seed 003: books and their reviews in one collection need a `type` field.
 
-use super::common::bounded_insert;
+use super::common::RuleTable;
 use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::state::FieldSet;
 use serde_json::json;
@@ -25,7 +25,7 @@ pub static META: RuleMeta = RuleMeta {
 
 #[derive(Default)]
 pub struct MissingTypeDiscriminator {
-    reported: BTreeMap<String, String>,
+    reported: RuleTable<String, String>,
 }
 
 fn jaccard(a: &FieldSet, b: &FieldSet) -> f64 {
@@ -96,7 +96,8 @@ impl Rule for MissingTypeDiscriminator {
             if self.reported.get(namespace) == Some(&message) {
                 continue;
             }
-            bounded_insert(&mut self.reported, namespace.clone(), message.clone());
+            self.reported
+                .insert(namespace.clone(), message.clone(), cx.pool);
             let mut evidence = BTreeMap::new();
             evidence.insert(
                 "shapes".into(),
