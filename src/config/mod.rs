@@ -438,4 +438,23 @@ error = 10000
             "{err}"
         );
     }
+
+    #[test]
+    fn memory_sizes() {
+        let ok = |t| parse_memory(t, "limits.analysis_memory", "w.toml").unwrap();
+        assert_eq!(ok("256MiB"), 256 << 20);
+        assert_eq!(ok("1 GiB"), 1 << 30);
+        assert_eq!(ok("64mb"), 64_000_000);
+        for (text, says) in [("lots", "not a size"), ("1MiB", "smallest budget, 8 MiB")] {
+            let err = parse_memory(text, "limits.analysis_memory", "w.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("w.toml")
+                    && err.contains("limits.analysis_memory")
+                    && err.contains(says),
+                "{err}"
+            );
+        }
+    }
 }
