@@ -421,6 +421,57 @@ async fn admin_token_is_required_when_set() {
     proxy.shutdown().await;
 }
 
+/// The admin port cannot be held by idle or slow clients: past
+/// `MAX_CONNECTIONS` open connections a new one is closed at once; a
+/// request whose headers do not arrive within `HEADER_READ_TIMEOUT`, or a
+/// connection that sends nothing, is closed; then the endpoints answer
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_connections_are_capped_and_slow_headers_time_out() {
+    use wirelint::admin::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.admin = Some("127.0.0.1:0".into());
+    let proxy = common::proxy_with(settings).await;
+    let admin = proxy.admin_addr().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        held.push(tokio::net::TcpStream::connect(admin).await.unwrap());
+    }
+    // Half of them start a request and never finish its headers.
+    for s in held.iter_mut().step_by(2) {
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+    }
+    let started = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut extra = tokio::net::TcpStream::connect(admin).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut byte))
+        .await
+        .expect("a connection past the cap is closed at once");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    // Every held connection is closed by the header timeout.
+    for (i, s) in held.iter_mut().enumerate() {
+        let mut sink = Vec::new();
+        let ended = tokio::time::timeout(
+            HEADER_READ_TIMEOUT + Duration::from_secs(5),
+            s.read_to_end(&mut sink),
+        )
+        .await;
+        assert!(ended.is_ok(), "held connection {i} still open");
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= HEADER_READ_TIMEOUT - Duration::from_millis(500),
+        "closed after {waited:?}, before the header timeout"
+    );
+    println!("{MAX_CONNECTIONS} slow admin connections closed after {waited:?}");
+    assert_eq!(http_get(admin, "/healthz").await.0, 200);
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_values_adds_example_ids_to_findings() {
     let backend = Backend::shared();

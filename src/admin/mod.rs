@@ -113,19 +113,47 @@ pub async fn serve(
     }
     let app = router(state);
     tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.changed().await;
-        };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
-        {
-            tracing::error!("admin HTTP server failed: {e}");
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of descriptors, most likely: wait, go on.
+                        tracing::warn!("admin endpoints: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                _ = shutdown.changed() => break,
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "admin endpoints: {MAX_CONNECTIONS} connections open already; this one is closed");
+                continue;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let _slot = slot;
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                // However the peer behaves, the connection ends.
+                let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+            });
         }
     });
     tracing::info!("admin endpoints on http://{local}/ (metrics, findings, patterns, healthz)");
     Ok(local)
 }
+
+/// Admin connections open at once, at most; more are closed at accept (the
+/// endpoints serve scrapers and people, not crowds).
+pub const MAX_CONNECTIONS: usize = 64;
+/// A request's headers must arrive within this, or the connection closes.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest an admin connection stays open, whatever it does.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 pub fn router(state: AdminState) -> Router {
     Router::new()
