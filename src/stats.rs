@@ -46,6 +46,11 @@ pub struct Stats {
     /// Taken off the queue by a worker (enqueued − processed = queue depth).
     pub analysis_processed: AtomicU64,
     pub analysis_dropped: AtomicU64,
+    /// Bytes the forwarding buffers hold for large messages (see
+    /// `proxy::session::BufferBudget`).
+    pub buffer_bytes: AtomicU64,
+    /// Large messages that waited for the forwarding buffer budget.
+    pub buffer_waits: AtomicU64,
     /// Connections closed for a framing error, by kind. Rare: a mutex is fine.
     pub frame_errors: Mutex<BTreeMap<&'static str, u64>>,
     pub analysis: Mutex<AnalysisCounters>,
@@ -97,6 +102,8 @@ pub struct StatsSnapshot {
     pub analysis_enqueued: u64,
     pub analysis_processed: u64,
     pub analysis_dropped: u64,
+    pub buffer_bytes: u64,
+    pub buffer_waits: u64,
     pub frame_errors: BTreeMap<String, u64>,
     /// `"request OP_MSG"` → count.
     pub messages: BTreeMap<String, u64>,
@@ -138,6 +145,8 @@ impl Stats {
             analysis_enqueued: self.analysis_enqueued.load(Relaxed),
             analysis_processed: self.analysis_processed.load(Relaxed),
             analysis_dropped: self.analysis_dropped.load(Relaxed),
+            buffer_bytes: self.buffer_bytes.load(Relaxed),
+            buffer_waits: self.buffer_waits.load(Relaxed),
             frame_errors: self
                 .frame_errors
                 .lock()

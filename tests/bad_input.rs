@@ -618,6 +618,14 @@ fn hostile_cases() -> Vec<Hostile> {
     out
 }
 
+/// The tests that measure the process's RSS run one at a time (the other
+/// tests of this file would otherwise grow it beside them).
+static RSS_MEASURED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn measuring_rss() -> tokio::sync::MutexGuard<'static, ()> {
+    RSS_MEASURED.lock().await
+}
+
 fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -632,6 +640,7 @@ fn rss_bytes() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_clients_affect_only_their_own_connection() {
+    let _alone = measuring_rss().await;
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
     settings.forward.idle_timeout = Some(Duration::from_secs(2));
@@ -846,6 +855,7 @@ async fn hostile_clients_affect_only_their_own_connection() {
 /// MiB), and each still gets the error naming the cause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bare_headers_with_the_backend_down_cost_nothing() {
+    let _alone = measuring_rss().await;
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_addr = dead.local_addr().unwrap();
     drop(dead);
@@ -885,5 +895,104 @@ async fn bare_headers_with_the_backend_down_cost_nothing() {
     );
     assert!(grown < 64 << 20, "RSS grew {} MiB", grown >> 20);
     drop(clients);
+    proxy.shutdown().await;
+}
+
+/// Many connections each sending part of a large message share one
+/// forwarding buffer budget (`--forward-memory`): past it their messages
+/// wait (back-pressured by TCP), holding nothing; small messages never
+/// wait, so a steady client sees no error; once the large senders go, a
+/// large message goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_messages_share_one_buffer_budget() {
+    let _alone = measuring_rss().await;
+    const BUDGET: usize = 8 << 20;
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.forward.forward_memory = BUDGET;
+    let proxy = common::proxy_with(settings).await;
+    let client = mongodb::Client::with_uri_str(proxy.connection_string())
+        .await
+        .unwrap();
+    let coll = client
+        .database("bad_input")
+        .collection::<Document>("budget");
+    coll.insert_one(doc! {"ok": true}).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let steady = {
+        let (stop, ok, failed, coll) = (stop.clone(), ok.clone(), failed.clone(), coll.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match coll.find_one(doc! {"ok": true}).await {
+                    Ok(Some(_)) => ok.fetch_add(1, Ordering::Relaxed),
+                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                };
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let rss_before = rss_bytes();
+    // 40 connections announce a 40 MB message and send 2 MiB of it (the
+    // same 2 MiB, shared, so the test's own memory does not grow).
+    let mut payload = header(40_000_000, 2013);
+    payload.resize(2 << 20, 0);
+    let payload = Arc::new(payload);
+    let mut senders = Vec::new();
+    for _ in 0..40 {
+        let mut s = TcpStream::connect(proxy.local_addr()).await.unwrap();
+        let payload = payload.clone();
+        senders.push(tokio::spawn(async move {
+            let _ = s.write_all(&payload).await;
+            // Held open, stalled mid-message.
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(s);
+        }));
+    }
+    let waiting = eventually(Duration::from_secs(10), || proxy.stats().buffer_waits >= 39).await;
+    let stats = proxy.stats();
+    assert!(
+        waiting,
+        "messages waited for the budget: {}",
+        stats.buffer_waits
+    );
+    assert!(
+        stats.buffer_bytes as usize <= BUDGET,
+        "{} bytes reserved, budget {BUDGET}",
+        stats.buffer_bytes
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let grown = rss_bytes().saturating_sub(rss_before);
+    println!(
+        "40 connections × 2 MiB of 40 MB messages, 8 MiB budget: RSS grew {} KiB, {} waited, {} bytes reserved",
+        grown >> 10,
+        stats.buffer_waits,
+        stats.buffer_bytes
+    );
+    // One message buffers at a time (each is larger than the budget): its
+    // 2 MiB, not 40 × 2 MiB.
+    assert!(grown < 16 << 20, "RSS grew {} MiB", grown >> 20);
+    for s in &senders {
+        s.abort();
+    }
+    for s in senders {
+        let _ = s.await;
+    }
+    coll.insert_one(doc! {"big": "b".repeat(4 << 20)})
+        .await
+        .expect("a large message goes through once the budget is free");
+    stop.store(true, Ordering::Relaxed);
+    steady.await.unwrap();
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "the steady client saw errors"
+    );
+    assert!(ok.load(Ordering::Relaxed) > 10);
+    assert_eq!(
+        proxy.stats().buffer_bytes,
+        0,
+        "every reservation given back"
+    );
     proxy.shutdown().await;
 }

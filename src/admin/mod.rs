@@ -379,6 +379,24 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
     );
     family(
         &mut out,
+        "wirelint_forward_buffer_bytes",
+        "gauge",
+        "Bytes reserved by connections receiving messages larger than 16 KiB (at most --forward-memory).",
+    );
+    let _ = writeln!(out, "wirelint_forward_buffer_bytes {}", s.buffer_bytes);
+    family(
+        &mut out,
+        "wirelint_forward_buffer_waits_total",
+        "counter",
+        "Large messages that waited for the forwarding buffer budget (--forward-memory).",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_forward_buffer_waits_total {}",
+        s.buffer_waits
+    );
+    family(
+        &mut out,
         "wirelint_analysis_dropped_total",
         "counter",
         "Messages not analysed because the queue was full.",

@@ -91,6 +91,12 @@ pub struct ProxyArgs {
     pub analysis_queue: Option<usize>,
 
     /// Analysis threads [default: 1].
+    /// Memory all connections together may buffer for messages larger
+    /// than 16 KiB; past it such messages wait their turn (smaller ones
+    /// never wait). [default: 1GiB]
+    #[arg(long, env = "WIRELINT_FORWARD_MEMORY", value_name = "SIZE")]
+    pub forward_memory: Option<String>,
+
     /// Memory every analysis table may hold together (patterns, shapes,
     /// namespace state, cursors, requests awaiting replies, findings):
     /// past it the least recently used entries are forgotten and counted.
@@ -217,6 +223,10 @@ impl ProxyArgs {
         }
         if let Some((n, _)) = pick!(analysis_queue, "analysis-queue") {
             settings.analysis.queue_capacity = n.max(1);
+        }
+        if let Some((text, origin)) = pick!(forward_memory, "forward-memory") {
+            settings.forward.forward_memory =
+                super::parse_memory(&text, "forward_memory", &origin.to_string())?;
         }
         if let Some((n, _)) = pick!(analysis_workers, "analysis-workers") {
             settings.analysis.workers = n.max(1);

@@ -102,6 +102,7 @@ pub struct ProxySection {
     pub analysis: Option<bool>,
     pub analysis_queue: Option<usize>,
     pub analysis_workers: Option<usize>,
+    pub forward_memory: Option<String>,
     pub rewrite_topology: Option<bool>,
     pub log_format: Option<String>,
     pub report: Option<PathBuf>,

@@ -75,7 +75,14 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Rewrite replica-set hello replies so drivers stay on the proxy.
     pub rewrite_topology: bool,
+    /// Bytes all connections together may buffer for messages larger than
+    /// 16 KiB; past it such messages wait their turn (see
+    /// `session::BufferBudget`).
+    pub forward_memory: usize,
 }
+
+/// The default forwarding buffer budget: twenty 48 MB messages at once.
+pub const DEFAULT_FORWARD_MEMORY: usize = 1 << 30;
 
 impl Settings {
     /// Every default, for the given listen address and upstream.
@@ -90,6 +97,7 @@ impl Settings {
             upstream_timeout: None,
             shutdown_grace: Duration::from_secs(10),
             rewrite_topology: true,
+            forward_memory: DEFAULT_FORWARD_MEMORY,
         }
     }
 }
@@ -106,6 +114,7 @@ pub(crate) struct SessionContext {
     pub idle_timeout: Option<Duration>,
     pub upstream_timeout: Option<Duration>,
     pub rewrite_topology: bool,
+    pub buffers: session::BufferBudget,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +165,7 @@ impl Forwarder {
             idle_timeout: settings.idle_timeout,
             upstream_timeout: settings.upstream_timeout,
             rewrite_topology: settings.rewrite_topology,
+            buffers: session::BufferBudget::new(settings.forward_memory),
         });
         let accept_loop = tokio::spawn(accept_loop(
             listener,

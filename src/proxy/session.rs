@@ -32,6 +32,71 @@ const MAX_READ_STEP: usize = 1024 * 1024;
 /// Messages up to this size are copied for analysis (see `account`).
 const COPY_FOR_ANALYSIS: usize = 4096;
 
+/// The forwarding buffers' global budget (`--forward-memory`): a message
+/// larger than [`READ_CHUNK`] is buffered only once its whole length is
+/// reserved here, in [`BUDGET_UNIT`]s, and the reservation is given back
+/// when it has been written on. A connection that cannot reserve waits —
+/// its peer's bytes stay in the kernel, back-pressured by TCP — until
+/// others' large messages are written; it holds nothing while it waits, so
+/// waiting cannot deadlock. Messages up to [`READ_CHUNK`] (nearly all of
+/// them) never wait. A message larger than the whole budget reserves all
+/// of it.
+pub struct BufferBudget {
+    units: Arc<tokio::sync::Semaphore>,
+    total: u32,
+}
+
+/// What the buffer budget counts in.
+const BUDGET_UNIT: usize = 64 * 1024;
+
+impl BufferBudget {
+    pub fn new(bytes: usize) -> BufferBudget {
+        let total = (bytes / BUDGET_UNIT).clamp(1, tokio::sync::Semaphore::MAX_PERMITS) as u32;
+        BufferBudget {
+            units: Arc::new(tokio::sync::Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Reserves room for a message of `len` bytes, waiting for it if the
+    /// budget is spent.
+    async fn reserve(&self, len: usize, stats: &Arc<crate::stats::Stats>) -> Reservation {
+        let units = (len.div_ceil(BUDGET_UNIT) as u32).min(self.total);
+        let permit = match self.units.clone().try_acquire_many_owned(units) {
+            Ok(p) => p,
+            Err(_) => {
+                stats.buffer_waits.fetch_add(1, Relaxed);
+                self.units
+                    .clone()
+                    .acquire_many_owned(units)
+                    .await
+                    .expect("the budget's semaphore is never closed")
+            }
+        };
+        let bytes = units as u64 * BUDGET_UNIT as u64;
+        stats.buffer_bytes.fetch_add(bytes, Relaxed);
+        Reservation {
+            _permit: permit,
+            bytes,
+            stats: stats.clone(),
+        }
+    }
+}
+
+/// Room reserved for one large message; given back on drop (written on,
+/// or the connection ended).
+struct Reservation {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    bytes: u64,
+    stats: Arc<crate::stats::Stats>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.stats.buffer_bytes.fetch_sub(self.bytes, Relaxed);
+    }
+}
+
 /// State the two loops share.
 struct Shared {
     /// Requests sent upstream that still await their (final) reply.
@@ -278,7 +343,23 @@ where
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut first = true;
     let rewrite = direction == Direction::Reply && ctx.rewrite_topology;
+    // The budget held for the large message being received, if any.
+    let mut reserved: Option<Reservation> = None;
     loop {
+        if reserved.is_none() {
+            if let Ok(Some(len)) = frame::expected_len(&buf) {
+                if len > READ_CHUNK {
+                    let reserve = ctx.buffers.reserve(len, &ctx.stats);
+                    reserved = Some(match shutdown.as_deref_mut() {
+                        Some(stop) => tokio::select! {
+                            r = reserve => r,
+                            _ = stop.changed() => return Ok(End::Shutdown),
+                        },
+                        None => reserve.await,
+                    });
+                }
+            }
+        }
         buf.reserve(read_step(&buf));
         let n = match shutdown.as_deref_mut() {
             Some(stop) => {
@@ -323,6 +404,8 @@ where
             }
             account(&chunk, direction, conn, at, ctx, shared);
             first = false;
+            // Written on: its room goes back to the budget.
+            reserved = None;
         }
         if let Some(e) = failure {
             let e = match (first, frame::sniff_foreign(&buf)) {
