@@ -420,3 +420,75 @@ fn lookup_heavy_reads_fire_and_occasional_lookups_do_not() {
         serde_json::json!(["authors"])
     );
 }
+
+/// Documents the server reported in `writeErrors` were not stored, and in
+/// an ordered write neither were those after the first failure: the
+/// analysis records only what was written (a replacement the server
+/// refused is not a stored document either).
+#[test]
+fn documents_in_write_errors_are_not_recorded_as_stored() {
+    let seen = |ordered: bool, docs: usize, errors: &[i32]| -> u64 {
+        let k = knowledge();
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        let documents: Vec<bson::Bson> = (0..docs as i32)
+            .map(|i| bson::bson!({"_id": i, "v": i}))
+            .collect();
+        let insert =
+            bson::doc! {"insert": "c", "documents": documents, "ordered": ordered, "$db": "d"};
+        let insert = bson::RawDocumentBuf::try_from(&insert).unwrap();
+        e.message(
+            1,
+            Direction::Request,
+            t,
+            Bytes::from(encode(10, 0, 0, insert.as_bytes(), &[])),
+        );
+        let write_errors: Vec<bson::Bson> = errors
+            .iter()
+            .map(|i| bson::bson!({"index": i, "code": 11000, "errmsg": "E11000 duplicate key"}))
+            .collect();
+        let reply =
+            bson::doc! {"n": (docs - errors.len()) as i32, "writeErrors": write_errors, "ok": 1.0};
+        let reply = bson::RawDocumentBuf::try_from(&reply).unwrap();
+        e.message(
+            1,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(11, 10, 0, reply.as_bytes(), &[])),
+        );
+        let k = k.lock().unwrap();
+        k.namespaces.get("d.c").map_or(0, |n| n.documents_seen)
+    };
+    assert_eq!(seen(true, 3, &[]), 3);
+    assert_eq!(
+        seen(true, 3, &[1]),
+        1,
+        "ordered: stops at the first failure"
+    );
+    assert_eq!(seen(false, 3, &[1]), 2, "unordered: all but the failed one");
+    assert_eq!(seen(false, 4, &[0, 3]), 2);
+
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let update = rawdoc! {"update": "r", "updates": [{"q": {"_id": 1}, "u": {"_id": 1, "big": "x"}}], "$db": "d"};
+    e.message(
+        2,
+        Direction::Request,
+        t,
+        Bytes::from(encode(20, 0, 0, update.as_bytes(), &[])),
+    );
+    let reply = rawdoc! {"n": 0, "nModified": 0, "writeErrors": [{"index": 0, "code": 66, "errmsg": "immutable"}], "ok": 1.0};
+    e.message(
+        2,
+        Direction::Reply,
+        t,
+        Bytes::from(encode(21, 20, 0, reply.as_bytes(), &[])),
+    );
+    let k = k.lock().unwrap();
+    assert_eq!(
+        k.namespaces.get("d.r").map_or(0, |n| n.documents_seen),
+        0,
+        "a refused replacement is not a stored document"
+    );
+}

@@ -283,6 +283,12 @@ impl<'a> Command<'a> {
         self.get("hint")
     }
 
+    /// Whether a write stops at its first failed statement (`ordered`,
+    /// true unless said otherwise).
+    pub fn ordered(&self) -> bool {
+        !matches!(self.get("ordered"), Some(RawBsonRef::Boolean(false)))
+    }
+
     pub fn limit(&self) -> Option<i64> {
         let v = self.get("limit")?;
         number(v)
@@ -611,6 +617,25 @@ impl<'a> Reply<'a> {
     /// The error code of a failed command.
     pub fn code(&self) -> Option<i32> {
         self.body.get_i32("code").ok()
+    }
+
+    /// Which statements failed (`writeErrors[].index`), in order.
+    pub fn write_error_indices(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .body
+            .get_array("writeErrors")
+            .map(|a| {
+                a.into_iter()
+                    .flatten()
+                    .filter_map(RawBsonRef::as_document)
+                    .filter_map(|d| d.get("index").ok().flatten().and_then(number))
+                    .filter(|i| *i >= 0)
+                    .map(|i| i as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_unstable();
+        out
     }
 
     /// Codes of per-statement write errors.

@@ -264,7 +264,11 @@ impl Engine {
                 return;
             }
             if let Some(cmd) = pending.request.command() {
-                origin.partitioning = self.learn(conn, pending.at, cmd, &origin, named_by);
+                let failed = reply
+                    .as_ref()
+                    .map(|r| r.write_error_indices())
+                    .unwrap_or_default();
+                origin.partitioning = self.learn(conn, pending.at, cmd, &origin, named_by, &failed);
             }
         }
         let cursor = reply.as_ref().and_then(|r| r.cursor());
@@ -412,6 +416,7 @@ impl Engine {
         cmd: &Command<'_>,
         origin: &Origin,
         named_by: NamedBy,
+        failed: &[usize],
     ) -> Option<partition::Partitioning> {
         let (pattern, shape, namespace) = (&origin.pattern, &origin.shape, &origin.namespace);
         self.start_operation(conn, pattern, named_by, shape);
@@ -431,7 +436,7 @@ impl Engine {
                 partitioning,
                 follow_up: follow_up.as_ref(),
             };
-            (observe_writes(&mut k, &view), partitioning)
+            (observe_writes(&mut k, &view, failed), partitioning)
         };
         self.emit(events);
         partitioning
@@ -685,15 +690,32 @@ fn data_namespace(cmd: &Command<'_>) -> Option<String> {
 
 /// Records what a write carries (documents, update operators) and runs the
 /// request and document hooks.
-fn observe_writes(k: &mut Knowledge, view: &OpView<'_>) -> Vec<FindingEvent> {
+/// `failed`: the statements the server reported in `writeErrors` (sorted):
+/// their documents were not stored, nor, in an ordered write, any after
+/// the first of them.
+fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec<FindingEvent> {
     let (cmd, namespace) = (view.cmd, view.namespace);
+    let ordered = cmd.ordered();
+    let applied = |i: &usize| match failed.first() {
+        None => true,
+        Some(first) if ordered => i < first,
+        Some(_) => failed.binary_search(i).is_err(),
+    };
     let caps = &k.namespaces.caps;
     let inserted: Vec<Doc<'_>> = cmd
         .documents()
         .into_iter()
-        .map(|d| Doc::new(d, caps))
+        .enumerate()
+        .filter(|(i, _)| applied(i))
+        .map(|(_, d)| Doc::new(d, caps))
         .collect();
-    let updates = cmd.updates();
+    let updates: Vec<_> = cmd
+        .updates()
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| applied(i))
+        .map(|(_, u)| u)
+        .collect();
     let mut replaced = Vec::new();
     for doc in &inserted {
         k.namespaces.observe_document(namespace, doc);
