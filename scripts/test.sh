@@ -33,6 +33,9 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --locked --all-targets --quiet -- -D warnings
 
+step "cargo build --release (tests/hostile_analysis.rs runs the release binary)"
+cargo build --locked --release --quiet --bin wirelint
+
 step "cargo test"
 cargo test --locked "$@"
 
@@ -51,7 +54,6 @@ if ! cargo deny --log-level error check advisories 2>/tmp/wirelint-deny-advisori
 fi
 
 step "benchmarks: a few seconds as a smoke check (figures printed, nothing asserted)"
-cargo build --locked --release --quiet --bin wirelint
 cargo bench --locked --quiet --bench proxy -- --seconds 0.2 --rounds 1 --conns 1 --ferretdb-conns 1 --scale 100 | tail -4
 cargo bench --locked --quiet --bench analysis -- --sample-count 3 >/dev/null
 

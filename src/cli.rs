@@ -111,6 +111,7 @@ pub fn init_logging(format: LogFormat) {
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    crate::analysis::install_panic_hook();
     match &cli.command {
         Command::Report(args) => report_command(args),
         Command::Diff { before, after } => match (Report::load(before), Report::load(after)) {

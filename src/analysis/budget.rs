@@ -2,7 +2,8 @@
 //! every table the analysis keeps, in entries and in bytes, whatever the
 //! traffic brings.
 //!
-//! The budget is split into one [`Pool`] per kind of table (patterns,
+//! An eighth of the budget bounds the messages waiting in the analysis
+//! queue; the rest is split into one [`Pool`] per kind of table (patterns,
 //! shapes, namespace state, document ids, cursors, per-connection state
 //! (requests awaiting replies), findings). Every entry is charged to its pool when it is
 //! stored, at a weight that covers what it can grow to (keys are shortened
@@ -151,14 +152,21 @@ pub struct Pools {
     pub rules: Arc<Pool>,
 }
 
+/// The analysis queue's part of the budget: messages waiting for analysis
+/// (an eighth; 32 MiB of the default 256 MiB). The tables share the rest.
+pub fn queue_share(total: usize) -> usize {
+    total / 8
+}
+
 impl Pools {
-    /// `total` bytes split by share: namespace state (paths, documents,
+    /// `total` bytes less the queue's share, split by share: namespace state (paths, documents,
     /// field sets) 35 %, per-connection state (requests awaiting replies,
     /// N+1 leads) 25 %, patterns 15 %, and
     /// shapes, document ids, cursors, findings and the rules' own tables
     /// 5 % each.
     pub fn new(total: usize) -> Pools {
-        let share = |percent: usize| total / 100 * percent;
+        let tables = total - queue_share(total);
+        let share = |percent: usize| tables / 100 * percent;
         Pools {
             patterns: Pool::new("patterns", share(15)),
             shapes: Pool::new("shapes", share(5)),

@@ -61,14 +61,53 @@ pub struct Proxy {
     observed: AdminState,
 }
 
+/// For the hostile-analysis tests of the release binary only: with this
+/// variable set, one more rule, `TEST-PANIC`, panics on every request whose
+/// `comment` is [`PANIC_MARKER`], so that the tests can show a panicking
+/// rule stops only itself. Never set it in production.
+pub const TEST_PANICKING_RULE: &str = "WIRELINT_TEST_PANICKING_RULE";
+/// The comment that makes `TEST-PANIC` panic.
+pub const PANIC_MARKER: &str = "wirelint-test-panic";
+
+static PANICS_ON_MARKER: crate::analysis::rule::RuleMeta = crate::analysis::rule::RuleMeta {
+    id: "TEST-PANIC",
+    name: "panics on a marker (tests only)",
+    severity: crate::analysis::findings::Severity::Info,
+    summary: "",
+    advice: "",
+    seed: "",
+    thresholds: &[],
+};
+
+struct PanicsOnMarker;
+
+impl crate::analysis::rule::Rule for PanicsOnMarker {
+    fn meta(&self) -> &'static crate::analysis::rule::RuleMeta {
+        &PANICS_ON_MARKER
+    }
+    fn on_request(
+        &mut self,
+        op: &crate::analysis::rule::OpView<'_>,
+        _: &mut crate::analysis::rule::RuleContext<'_>,
+    ) {
+        if op.pattern == PANIC_MARKER {
+            panic!("TEST-PANIC: the test rule panics on its marker, as asked");
+        }
+    }
+}
+
 impl Proxy {
     /// Binds the listener and starts accepting. Fails fast on a bad address
     /// or bad TLS files; an unreachable upstream is not an error here (each
     /// client is told when its connection is made).
     pub async fn start(settings: ProxySettings) -> Result<Proxy, StartError> {
         let stats = Arc::new(Stats::default());
+        let mut rules = crate::rules::all();
+        if std::env::var_os(TEST_PANICKING_RULE).is_some() {
+            rules.push(Box::new(PanicsOnMarker));
+        }
         let knowledge = Arc::new(Mutex::new(Knowledge::with_keys(
-            crate::rules::all(),
+            rules,
             settings.analysis.rules.clone(),
             settings.analysis.show_values,
             settings.analysis.caps.clone(),
