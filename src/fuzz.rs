@@ -4,6 +4,13 @@
 //! wirelint writes bytes (hello rewrites), what it writes must decode.
 //!
 //! `scripts/fuzz.sh` runs them under libFuzzer.
+//!
+//! Each target runs its input on a thread with the stack the code has in
+//! production — [`FORWARDING_STACK`] for what the forwarding loops run
+//! (tokio's worker threads), `analysis::ANALYSIS_STACK` for the analysis —
+//! so a walk that would overflow there overflows here (libFuzzer's own
+//! thread has 8 MiB). The corpus has messages nested deep through every
+//! construct the analysis walks (`fuzz/corpus/*/deep-*.bin`).
 
 use crate::analysis::engine::Engine;
 use crate::analysis::knowledge::Knowledge;
@@ -15,6 +22,24 @@ use crate::wire::{self, frame, Message};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// The stack of the threads the forwarding loops run on: tokio's default
+/// for its workers (the runtime does not change it).
+pub const FORWARDING_STACK: usize = 2 << 20;
+
+/// Runs `f` on a thread of `stack` bytes, passing its panic on.
+fn on_stack(stack: usize, f: impl FnOnce() + Send) {
+    std::thread::scope(|scope| {
+        let ran = std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn_scoped(scope, f)
+            .expect("spawning a fuzz thread")
+            .join();
+        if let Err(panic) = ran {
+            std::panic::resume_unwind(panic);
+        }
+    })
+}
 
 /// A fuzz target: arbitrary bytes in, no panic out.
 pub type Target = fn(&[u8]);
@@ -31,6 +56,10 @@ pub const TARGETS: &[(&str, Target)] = &[
 /// The framing the forwarding loops use on every read: a stream of bytes
 /// split into messages, or an error, never a panic.
 pub fn frame_decoder(data: &[u8]) {
+    on_stack(FORWARDING_STACK, || frames(data))
+}
+
+fn frames(data: &[u8]) {
     let mut at = 0;
     loop {
         let _ = frame::expected_len(&data[at..]);
@@ -52,6 +81,10 @@ pub fn frame_decoder(data: &[u8]) {
 /// OP_MSG / OP_QUERY / OP_REPLY / OP_COMPRESSED parsing, checksums,
 /// sections and (bounded) decompression.
 pub fn message(data: &[u8]) {
+    on_stack(crate::analysis::ANALYSIS_STACK, || parse_message(data))
+}
+
+fn parse_message(data: &[u8]) {
     let Ok(parsed) = Message::parse(data) else {
         return;
     };
@@ -70,7 +103,7 @@ pub fn message(data: &[u8]) {
             if let Ok(inner) = c.decompress() {
                 // The declared size bounds what was inflated.
                 assert!(inner.len() <= 48_000_000 + wire::HEADER_LEN);
-                message(&inner);
+                parse_message(&inner);
             }
         }
         _ => {}
@@ -79,6 +112,10 @@ pub fn message(data: &[u8]) {
 
 /// The command model and shapes over whatever parses as a message.
 pub fn command_model(data: &[u8]) {
+    on_stack(crate::analysis::ANALYSIS_STACK, || model(data))
+}
+
+fn model(data: &[u8]) {
     let Ok(message) = Message::parse(data) else {
         return;
     };
@@ -106,6 +143,10 @@ pub fn command_model(data: &[u8]) {
 /// The one place wirelint writes bytes of its own into the stream: a
 /// rewritten hello reply must be a valid message of the same kind.
 pub fn hello_rewrite(data: &[u8]) {
+    on_stack(FORWARDING_STACK, || rewrite(data))
+}
+
+fn rewrite(data: &[u8]) {
     if frame::check(data).ok().flatten() != Some(data.len()) {
         return;
     }
@@ -129,6 +170,10 @@ pub fn hello_rewrite(data: &[u8]) {
 /// offered as a request, then as its reply, then as a request and reply
 /// split at the first message boundary, the way the workers see them.
 pub fn analysis(data: &[u8]) {
+    on_stack(crate::analysis::ANALYSIS_STACK, || analyse(data))
+}
+
+fn analyse(data: &[u8]) {
     let stats = Stats::default();
     let knowledge = Arc::new(Mutex::new(Knowledge::new(
         crate::rules::all(),

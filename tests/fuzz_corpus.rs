@@ -78,3 +78,51 @@ fn two_messages_back_to_back_are_analysed_as_request_and_reply() {
         wirelint::fuzz::analysis(&data);
     }
 }
+
+/// The deep corpus reaches the recursive walks: inputs nested about 60
+/// and 190 BSON levels (documents and arrays) through every construct pass
+/// the depth check (so the analysis
+/// walks them, on the production stack, in every replay and fuzz run);
+/// those nested 250 deep are skipped as too deep, and counted.
+#[test]
+fn the_deep_corpus_reaches_the_walks() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/analysis");
+    let deep: Vec<PathBuf> = files(&dir)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("deep-"))
+        })
+        .collect();
+    assert!(deep.len() >= 39, "{} deep inputs", deep.len());
+    let stats = wirelint::stats::Stats::default();
+    let (mut walked, mut skipped) = (0, 0);
+    for input in &deep {
+        let data = bytes::Bytes::from(std::fs::read(input).unwrap());
+        // A request, and in deep-reply-* its reply: the last frame is the
+        // deep one.
+        let len = wirelint::wire::frame::check(&data).unwrap().unwrap();
+        let (direction, last) = if len < data.len() {
+            (wirelint::stats::Direction::Reply, data.slice(len..))
+        } else {
+            (wirelint::stats::Direction::Request, data.clone())
+        };
+        let decoded = wirelint::analysis::decode(1, direction, &last, &stats);
+        let name = input.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with("-250.bin") {
+            assert!(decoded.is_none(), "{name} should be skipped as too deep");
+            skipped += 1;
+        } else {
+            assert!(decoded.is_some(), "{name} should reach the analysis");
+            walked += 1;
+        }
+    }
+    let too_deep = stats
+        .snapshot()
+        .decode_errors
+        .get("too_deep")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(too_deep, skipped);
+    println!("deep corpus: {walked} inputs walked, {skipped} skipped as too deep");
+}

@@ -234,14 +234,17 @@ fn bson_msg(id: i32, body: Document) -> Vec<u8> {
     )
 }
 
-/// The deep constructs: each builds a command whose nesting is `depth`.
-fn deep_cases(depth: usize) -> Vec<(String, Vec<u8>)> {
+/// The deep constructs: each builds a command nested about `levels` BSON
+/// levels (documents and arrays; a `$and` level is two of them, a
+/// sub-pipeline three).
+fn deep_cases(levels: usize) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut add = |name: &str, body: Vec<u8>| out.push((format!("{name}, {depth} deep"), body));
+    let mut add = |name: &str, body: Vec<u8>| out.push((format!("{name}, {levels} levels"), body));
+    let depth = levels - 4;
     for op in ["$and", "$or", "$nor"] {
         add(
             &format!("filter {op}"),
-            find(&nest(depth, one(1), op_of_one(op))),
+            find(&nest(depth / 2, one(1), op_of_one(op))),
         );
     }
     let not = nest(
@@ -250,7 +253,7 @@ fn deep_cases(depth: usize) -> Vec<(String, Vec<u8>)> {
         |inner| document(&[("$not", DOC, inner)]),
     );
     add("filter $not", find(&document(&[("a", DOC, &not)])));
-    let elem = nest(depth, one(1), |inner| {
+    let elem = nest(depth / 2, one(1), |inner| {
         document(&[("b", DOC, &document(&[("$elemMatch", DOC, inner)]))])
     });
     add("filter $elemMatch", find(&elem));
@@ -297,7 +300,7 @@ fn deep_cases(depth: usize) -> Vec<(String, Vec<u8>)> {
     );
     let from = string("c");
     let as_ = string("x");
-    let lookup = nest(depth, document(&[("$match", DOC, &one(1))]), |stage| {
+    let lookup = nest(depth / 3, document(&[("$match", DOC, &one(1))]), |stage| {
         let pipeline = document(&[("0", DOC, stage)]);
         document(&[(
             "$lookup",
@@ -310,12 +313,12 @@ fn deep_cases(depth: usize) -> Vec<(String, Vec<u8>)> {
         )])
     });
     add("$lookup sub-pipelines", aggregate(&lookup));
-    let facet = nest(depth, document(&[("$match", DOC, &one(1))]), |stage| {
+    let facet = nest(depth / 3, document(&[("$match", DOC, &one(1))]), |stage| {
         let pipeline = document(&[("0", DOC, stage)]);
         document(&[("$facet", DOC, &document(&[("f", ARRAY, &pipeline)]))])
     });
     add("$facet sub-pipelines", aggregate(&facet));
-    let union = nest(depth, document(&[("$match", DOC, &one(1))]), |stage| {
+    let union = nest(depth / 3, document(&[("$match", DOC, &one(1))]), |stage| {
         let pipeline = document(&[("0", DOC, stage)]);
         document(&[(
             "$unionWith",

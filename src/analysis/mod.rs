@@ -88,7 +88,7 @@ impl Default for Settings {
 /// walks at most [`MAX_NESTING`] deep, and the deepest walk (the bson
 /// crate's conversion of an `_id` for `--show-values`) needs far less than
 /// this at that depth. Only the pages touched are ever resident.
-const ANALYSIS_STACK: usize = 16 << 20;
+pub const ANALYSIS_STACK: usize = 16 << 20;
 
 /// The analysis threads' names start with this.
 const ANALYSIS_THREAD: &str = "wirelint-analysis-";
@@ -373,12 +373,7 @@ struct Tally {
 /// or `None` (counted and logged) when it cannot be decoded or nests deeper
 /// than [`MAX_NESTING`]. Inflating and walking happen before the counters'
 /// lock is taken; the lock is held only to add up.
-pub(crate) fn decode(
-    conn: u64,
-    direction: Direction,
-    frame: &Bytes,
-    stats: &Stats,
-) -> Option<Bytes> {
+pub fn decode(conn: u64, direction: Direction, frame: &Bytes, stats: &Stats) -> Option<Bytes> {
     let mut tally = Tally::default();
     let result = decode_frame(frame, &mut tally, 0);
     let command = match (&result, direction, tally.command.clone()) {
