@@ -32,6 +32,9 @@ impl Direction {
 /// Distinct command names kept; further names are counted as `(other)`, so
 /// a client sending random names cannot grow memory.
 pub const MAX_COMMAND_NAMES: usize = 512;
+/// Longest command name kept as sent (the longest real one, e.g.
+/// `getDefaultRWConcern`, is far shorter); longer ones count as `(other)`.
+pub const MAX_COMMAND_NAME: usize = 64;
 
 #[derive(Default)]
 pub struct Stats {
@@ -80,7 +83,7 @@ impl AnalysisCounters {
     pub fn count_command(&mut self, name: &str) {
         if let Some(n) = self.commands.get_mut(name) {
             *n += 1;
-        } else if self.commands.len() < MAX_COMMAND_NAMES {
+        } else if self.commands.len() < MAX_COMMAND_NAMES && name.len() <= MAX_COMMAND_NAME {
             self.commands.insert(name.to_string(), 1);
         } else {
             *self.commands.entry("(other)".to_string()).or_default() += 1;
@@ -211,4 +214,28 @@ fn unix_seconds() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Command names come from clients: at most 512 distinct ones of at
+    /// most 64 bytes are kept, whatever is sent; the rest are `(other)`.
+    #[test]
+    fn command_names_are_bounded_in_number_and_length() {
+        let mut c = AnalysisCounters::default();
+        c.count_command("find");
+        c.count_command(&"x".repeat(10_000));
+        for i in 0..10_000 {
+            c.count_command(&format!("cmd{i}"));
+        }
+        c.count_command("find");
+        // "(other)" took one of the 512 places (the long name came early).
+        assert_eq!(c.commands.len(), MAX_COMMAND_NAMES);
+        assert_eq!(c.commands["find"], 2);
+        assert!(c.commands.keys().all(|k| k.len() <= MAX_COMMAND_NAME));
+        let named = MAX_COMMAND_NAMES as u64 - 2;
+        assert_eq!(c.commands["(other)"], 1 + 10_000 - named);
+    }
 }
