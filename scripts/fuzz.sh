@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs wirelint's fuzz targets under libFuzzer (cargo-fuzz), each for a
 # while, growing fuzz/corpus/<target>/ (seeded from fixtures/wire/), and
-# prints executions and coverage per target. A crash leaves its input in
+# prints executions and coverage per target. The deep seeds
+# (fuzz/seeds/deep/, from fuzz/seeds/make_deep.py) are copied in too, so
+# every run starts from messages nested up to the analysis's depth limit. A crash leaves its input in
 # fuzz/artifacts/<target>/; once fixed, copy it to fuzz/regressions/<target>/
 # so `cargo test` (tests/fuzz_corpus.rs) replays it forever.
 #
@@ -20,7 +22,7 @@ command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 export RUSTC_BOOTSTRAP=1
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t"
-  cp -n fixtures/wire/*.bin "fuzz/corpus/$t/" 2>/dev/null || true
+  cp -n fixtures/wire/*.bin fuzz/seeds/deep/*.bin "fuzz/corpus/$t/" 2>/dev/null || true
   echo "== $t: ${seconds}s"
   log=$(mktemp)
   cargo fuzz run --sanitizer none --release "$t" "fuzz/corpus/$t" -- \

@@ -10,7 +10,7 @@
 //! (tokio's worker threads), `analysis::ANALYSIS_STACK` for the analysis —
 //! so a walk that would overflow there overflows here (libFuzzer's own
 //! thread has 8 MiB). The corpus has messages nested deep through every
-//! construct the analysis walks (`fuzz/corpus/*/deep-*.bin`).
+//! construct the analysis walks (`fuzz/seeds/deep/`).
 
 use crate::analysis::engine::Engine;
 use crate::analysis::knowledge::Knowledge;
@@ -27,18 +27,60 @@ use std::time::Instant;
 /// for its workers (the runtime does not change it).
 pub const FORWARDING_STACK: usize = 2 << 20;
 
-/// Runs `f` on a thread of `stack` bytes, passing its panic on.
-fn on_stack(stack: usize, f: impl FnOnce() + Send) {
-    std::thread::scope(|scope| {
-        let ran = std::thread::Builder::new()
+/// A thread kept for running inputs on one stack size (spawning one per
+/// input cost libFuzzer 25 times its speed).
+struct StackThread {
+    jobs: std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>,
+    done: std::sync::mpsc::Receiver<std::thread::Result<()>>,
+}
+
+impl StackThread {
+    fn start(stack: usize) -> StackThread {
+        let (jobs, inbox) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let (outbox, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("fuzz-{}k-stack", stack >> 10))
             .stack_size(stack)
-            .spawn_scoped(scope, f)
-            .expect("spawning a fuzz thread")
-            .join();
-        if let Err(panic) = ran {
-            std::panic::resume_unwind(panic);
-        }
-    })
+            .spawn(move || {
+                for job in inbox {
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    if outbox.send(ran).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("spawning a fuzz thread");
+        StackThread { jobs, done }
+    }
+}
+
+/// Runs `target(data)` on a thread of `stack` bytes (one kept per size),
+/// passing its panic on; a stack overflow there aborts the process, as it
+/// would in production.
+fn on_stack(stack: usize, target: fn(&[u8]), data: &[u8]) {
+    static THREADS: std::sync::Mutex<Vec<(usize, StackThread)>> = std::sync::Mutex::new(Vec::new());
+    let mut threads = THREADS.lock().unwrap_or_else(|p| p.into_inner());
+    if !threads.iter().any(|(s, _)| *s == stack) {
+        threads.push((stack, StackThread::start(stack)));
+    }
+    let thread = &threads
+        .iter()
+        .find(|(s, _)| *s == stack)
+        .expect("just added")
+        .1;
+    let data = data.to_vec();
+    thread
+        .jobs
+        .send(Box::new(move || target(&data)))
+        .expect("the fuzz thread runs for the whole process");
+    let ran = thread
+        .done
+        .recv()
+        .expect("the fuzz thread answers every job");
+    drop(threads);
+    if let Err(panic) = ran {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// A fuzz target: arbitrary bytes in, no panic out.
@@ -56,7 +98,7 @@ pub const TARGETS: &[(&str, Target)] = &[
 /// The framing the forwarding loops use on every read: a stream of bytes
 /// split into messages, or an error, never a panic.
 pub fn frame_decoder(data: &[u8]) {
-    on_stack(FORWARDING_STACK, || frames(data))
+    on_stack(FORWARDING_STACK, frames, data)
 }
 
 fn frames(data: &[u8]) {
@@ -81,7 +123,7 @@ fn frames(data: &[u8]) {
 /// OP_MSG / OP_QUERY / OP_REPLY / OP_COMPRESSED parsing, checksums,
 /// sections and (bounded) decompression.
 pub fn message(data: &[u8]) {
-    on_stack(crate::analysis::ANALYSIS_STACK, || parse_message(data))
+    on_stack(crate::analysis::ANALYSIS_STACK, parse_message, data)
 }
 
 fn parse_message(data: &[u8]) {
@@ -112,7 +154,7 @@ fn parse_message(data: &[u8]) {
 
 /// The command model and shapes over whatever parses as a message.
 pub fn command_model(data: &[u8]) {
-    on_stack(crate::analysis::ANALYSIS_STACK, || model(data))
+    on_stack(crate::analysis::ANALYSIS_STACK, model, data)
 }
 
 fn model(data: &[u8]) {
@@ -143,7 +185,7 @@ fn model(data: &[u8]) {
 /// The one place wirelint writes bytes of its own into the stream: a
 /// rewritten hello reply must be a valid message of the same kind.
 pub fn hello_rewrite(data: &[u8]) {
-    on_stack(FORWARDING_STACK, || rewrite(data))
+    on_stack(FORWARDING_STACK, rewrite, data)
 }
 
 fn rewrite(data: &[u8]) {
@@ -170,7 +212,7 @@ fn rewrite(data: &[u8]) {
 /// offered as a request, then as its reply, then as a request and reply
 /// split at the first message boundary, the way the workers see them.
 pub fn analysis(data: &[u8]) {
-    on_stack(crate::analysis::ANALYSIS_STACK, || analyse(data))
+    on_stack(crate::analysis::ANALYSIS_STACK, analyse, data)
 }
 
 fn analyse(data: &[u8]) {
@@ -200,4 +242,26 @@ fn analyse(data: &[u8]) {
     engine.tick(at);
     engine.closed(1);
     engine.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A target's panic on its stack thread reaches the caller (libFuzzer
+    /// and the corpus replay see it), and the thread keeps serving.
+    #[test]
+    fn panics_on_the_stack_thread_reach_the_caller() {
+        fn panics(data: &[u8]) {
+            assert!(data.is_empty(), "a planted failure");
+        }
+        let caught = std::panic::catch_unwind(|| on_stack(FORWARDING_STACK, panics, b"x"));
+        assert!(caught.is_err());
+        on_stack(FORWARDING_STACK, panics, b"");
+        fn stack_name(_: &[u8]) {
+            let name = std::thread::current().name().map(str::to_string);
+            assert_eq!(name.as_deref(), Some("fuzz-2048k-stack"));
+        }
+        on_stack(FORWARDING_STACK, stack_name, b"");
+    }
 }

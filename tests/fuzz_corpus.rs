@@ -1,6 +1,7 @@
 //! Replays every fuzz target over its corpus (fuzz/corpus/<target>/, the
-//! captured driver messages in fixtures/wire/, and the crashes fixed so far
-//! in fuzz/regressions/) on every `cargo test`: what the fuzzer once found
+//! captured driver messages in fixtures/wire/, the deep seeds in
+//! fuzz/seeds/deep/, and the crashes fixed so far in fuzz/regressions/) on
+//! every `cargo test`: what the fuzzer once found
 //! stays fixed. scripts/fuzz.sh grows the corpus.
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ fn every_target_survives_its_corpus() {
         let mut inputs = fixtures.clone();
         inputs.extend(files(&root.join("fuzz/corpus").join(name)));
         inputs.extend(files(&root.join("fuzz/regressions").join(name)));
+        inputs.extend(files(&root.join("fuzz/seeds/deep")));
         for input in &inputs {
             let data = std::fs::read(input).unwrap();
             let outcome = std::panic::catch_unwind(|| target(&data));
@@ -86,7 +88,7 @@ fn two_messages_back_to_back_are_analysed_as_request_and_reply() {
 /// those nested 250 deep are skipped as too deep, and counted.
 #[test]
 fn the_deep_corpus_reaches_the_walks() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/analysis");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/deep");
     let deep: Vec<PathBuf> = files(&dir)
         .into_iter()
         .filter(|p| {
