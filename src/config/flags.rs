@@ -90,21 +90,21 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_ANALYSIS_QUEUE", value_name = "N")]
     pub analysis_queue: Option<usize>,
 
-    /// Analysis threads [default: 1].
     /// Memory all connections together may buffer for messages larger
     /// than 16 KiB; past it such messages wait their turn (smaller ones
     /// never wait). [default: 1GiB]
     #[arg(long, env = "WIRELINT_FORWARD_MEMORY", value_name = "SIZE")]
     pub forward_memory: Option<String>,
 
-    /// Memory every analysis table may hold together (patterns, shapes,
-    /// namespace state, cursors, requests awaiting replies, findings):
-    /// past it the least recently used entries are forgotten and counted.
-    /// Forwarding never depends on it. [default: 256MiB; file:
-    /// [limits] analysis_memory]
+    /// Memory the analysis may hold: its queue and every table (patterns,
+    /// shapes, namespace state, cursors, requests awaiting replies,
+    /// findings, the rules' own); past it the least recently used entries
+    /// are forgotten and counted. Forwarding never depends on it.
+    /// [default: 256MiB; in the file: analysis_memory under [limits]]
     #[arg(long, env = "WIRELINT_ANALYSIS_MEMORY", value_name = "SIZE")]
     pub analysis_memory: Option<String>,
 
+    /// Analysis threads [default: 1].
     #[arg(long, env = "WIRELINT_ANALYSIS_WORKERS", value_name = "N")]
     pub analysis_workers: Option<usize>,
 
