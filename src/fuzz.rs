@@ -27,30 +27,77 @@ use std::time::Instant;
 /// for its workers (the runtime does not change it).
 pub const FORWARDING_STACK: usize = 2 << 20;
 
-/// A thread kept for running inputs on one stack size (spawning one per
-/// input cost libFuzzer 25 times its speed).
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The hand-off between the caller and a kept thread: one job and its
+/// outcome at a time. Both sides spin briefly before sleeping — a channel
+/// that parks on every input cost libFuzzer 25 times its speed.
+#[derive(Default)]
+struct Slot {
+    job: std::sync::Mutex<Option<Job>>,
+    outcome: std::sync::Mutex<Option<std::thread::Result<()>>>,
+    has_job: std::sync::atomic::AtomicBool,
+    has_outcome: std::sync::atomic::AtomicBool,
+}
+
+/// Waits for `flag`, spinning first, then sleeping in short naps.
+fn wait_for(flag: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering::Acquire;
+    let mut spins = 0u32;
+    while !flag.load(Acquire) {
+        if spins < 1 << 16 {
+            spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::park_timeout(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+/// A thread kept for running inputs on one stack size.
 struct StackThread {
-    jobs: std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>,
-    done: std::sync::mpsc::Receiver<std::thread::Result<()>>,
+    slot: Arc<Slot>,
+    thread: std::thread::Thread,
 }
 
 impl StackThread {
     fn start(stack: usize) -> StackThread {
-        let (jobs, inbox) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
-        let (outbox, done) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
+        use std::sync::atomic::Ordering::{Relaxed, Release};
+        let slot = Arc::new(Slot::default());
+        let theirs = slot.clone();
+        let handle = std::thread::Builder::new()
             .name(format!("fuzz-{}k-stack", stack >> 10))
             .stack_size(stack)
-            .spawn(move || {
-                for job in inbox {
+            .spawn(move || loop {
+                wait_for(&theirs.has_job);
+                theirs.has_job.store(false, Relaxed);
+                let job = theirs.job.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(job) = job {
                     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                    if outbox.send(ran).is_err() {
-                        return;
-                    }
+                    *theirs.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(ran);
+                    theirs.has_outcome.store(true, Release);
                 }
             })
             .expect("spawning a fuzz thread");
-        StackThread { jobs, done }
+        StackThread {
+            slot,
+            thread: handle.thread().clone(),
+        }
+    }
+
+    fn run(&self, job: Job) -> std::thread::Result<()> {
+        use std::sync::atomic::Ordering::{Relaxed, Release};
+        *self.slot.job.lock().unwrap_or_else(|p| p.into_inner()) = Some(job);
+        self.slot.has_outcome.store(false, Relaxed);
+        self.slot.has_job.store(true, Release);
+        self.thread.unpark();
+        wait_for(&self.slot.has_outcome);
+        self.slot
+            .outcome
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .expect("set before has_outcome")
     }
 }
 
@@ -63,20 +110,9 @@ fn on_stack(stack: usize, target: fn(&[u8]), data: &[u8]) {
     if !threads.iter().any(|(s, _)| *s == stack) {
         threads.push((stack, StackThread::start(stack)));
     }
-    let thread = &threads
-        .iter()
-        .find(|(s, _)| *s == stack)
-        .expect("just added")
-        .1;
+    let thread = &threads.iter().find(|(s, _)| *s == stack).expect("just added").1;
     let data = data.to_vec();
-    thread
-        .jobs
-        .send(Box::new(move || target(&data)))
-        .expect("the fuzz thread runs for the whole process");
-    let ran = thread
-        .done
-        .recv()
-        .expect("the fuzz thread answers every job");
+    let ran = thread.run(Box::new(move || target(&data)));
     drop(threads);
     if let Err(panic) = ran {
         std::panic::resume_unwind(panic);
