@@ -30,7 +30,8 @@
 //!    into operations (the `command` model, request/reply pairing, `shape`s,
 //!    access `patterns`, namespace `state`, `partition` targeting) and calls
 //!    the hooks of `analysis::rule::Rule`; what is learnt is kept in
-//!    `analysis::knowledge::Knowledge`.
+//!    `analysis::knowledge::Knowledge`, every table of it charged to the
+//!    memory budget in `analysis::budget`.
 //! 5. [`rules`]: one file per rule id; `rules::all()` is the catalogue. Read
 //!    `rules/wl102_large_array.rs` for a small one.
 //! 6. [`report`]: the JSON report, the access-pattern table, SARIF, diff.
