@@ -110,7 +110,11 @@ fn on_stack(stack: usize, target: fn(&[u8]), data: &[u8]) {
     if !threads.iter().any(|(s, _)| *s == stack) {
         threads.push((stack, StackThread::start(stack)));
     }
-    let thread = &threads.iter().find(|(s, _)| *s == stack).expect("just added").1;
+    let thread = &threads
+        .iter()
+        .find(|(s, _)| *s == stack)
+        .expect("just added")
+        .1;
     let data = data.to_vec();
     let ran = thread.run(Box::new(move || target(&data)));
     drop(threads);
