@@ -115,10 +115,7 @@ pub fn main() -> i32 {
     match &cli.command {
         Command::Report(args) => report_command(args),
         Command::Diff { before, after } => match (Report::load(before), Report::load(after)) {
-            (Ok(a), Ok(b)) => {
-                print!("{}", crate::report::diff::diff(&a, &b));
-                0
-            }
+            (Ok(a), Ok(b)) => emit(&crate::report::diff::diff(&a, &b), 0),
             (Err(e), _) | (_, Err(e)) => {
                 eprintln!("wirelint: {e}");
                 2
@@ -126,8 +123,11 @@ pub fn main() -> i32 {
         },
         Command::Keys { config, report } => keys_command(config.as_deref(), report.as_deref()),
         Command::Rules => {
+            use std::fmt::Write;
+            let mut out = String::new();
             for m in crate::rules::catalogue() {
-                println!(
+                let _ = writeln!(
+                    out,
                     "{} {} [{}]\n  {}\n  → {}\n  source: {} · {}",
                     m.id,
                     m.name,
@@ -138,11 +138,11 @@ pub fn main() -> i32 {
                     m.docs_path()
                 );
                 for t in m.thresholds {
-                    println!("  {} = {} ({})", t.name, t.default, t.help);
+                    let _ = writeln!(out, "  {} = {} ({})", t.name, t.default, t.help);
                 }
-                println!();
+                out.push('\n');
             }
-            0
+            emit(&out, 0)
         }
         Command::Proxy(args) => {
             let (mut settings, file, run) = match args.settings() {
@@ -219,17 +219,39 @@ fn keys_command(config: Option<&std::path::Path>, report: Option<&std::path::Pat
         eprintln!("wirelint: give --config FILE and/or --report FILE");
         return 2;
     }
+    use std::fmt::Write;
+    let mut out = String::new();
     if keys.is_empty() {
-        println!("no partition keys known: set them in the config file ([collections.\"db.coll\"] partition_key = [\"field\"]), or run traffic that creates sharded collections");
+        out.push_str("no partition keys known: set them in the config file ([collections.\"db.coll\"] partition_key = [\"field\"]), or run traffic that creates sharded collections\n");
     }
     for (ns, key) in keys {
-        println!(
+        let _ = writeln!(
+            out,
             "{ns:<40} [{}]  from {}",
             key.paths.join(", "),
             key.source.describe()
         );
     }
-    0
+    emit(&out, 0)
+}
+
+/// Writes a command's output and returns `status`; a reader that went
+/// away (`wirelint rules | head -1`) is not an error: the rest is dropped
+/// quietly, and the status stands.
+fn emit(text: &str, status: i32) -> i32 {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => status,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => status,
+        Err(e) => {
+            eprintln!("wirelint: cannot write the output: {e}");
+            1
+        }
+    }
 }
 
 fn report_command(args: &ReportArgs) -> i32 {
@@ -240,22 +262,20 @@ fn report_command(args: &ReportArgs) -> i32 {
             return 2;
         }
     };
-    match args.format {
-        ReportFormat::Text => print!("{}", crate::report::table::text(&report)),
-        ReportFormat::Markdown => print!("{}", crate::report::table::markdown(&report)),
-        ReportFormat::Sarif => println!(
-            "{}",
+    let text = match args.format {
+        ReportFormat::Text => crate::report::table::text(&report),
+        ReportFormat::Markdown => crate::report::table::markdown(&report),
+        ReportFormat::Sarif => {
             serde_json::to_string_pretty(&crate::report::sarif::sarif(&report)).unwrap_or_default()
-        ),
-        ReportFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        ),
-    }
-    match (args.fail_on, report.worst()) {
+                + "\n"
+        }
+        ReportFormat::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    };
+    let status = match (args.fail_on, report.worst()) {
         (Some(level), Some(worst)) if worst >= level.severity() => 3,
         _ => 0,
-    }
+    };
+    emit(&text, status)
 }
 
 async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {

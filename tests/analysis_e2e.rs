@@ -415,6 +415,11 @@ async fn admin_token_is_required_when_set() {
         let (status, _) =
             http_get_with(admin, path, "Authorization: Bearer s3cret-token\r\n").await;
         assert_eq!(status, 200, "{path} with the token");
+        let (status, _) =
+            http_get_with(admin, path, "Authorization: bearer s3cret-token\r\n").await;
+        assert_eq!(status, 200, "{path}: the scheme is case-insensitive");
+        let (status, _) = http_get_with(admin, path, "Authorization: Basic s3cret-token\r\n").await;
+        assert_eq!(status, 401, "{path}: another scheme is not a bearer token");
     }
     // Health checks stay open (load balancers carry no secrets).
     assert_eq!(http_get(admin, "/healthz").await.0, 200);

@@ -223,3 +223,45 @@ fn keys_lists_partition_keys_with_their_source() {
     assert_eq!(code, 2);
     assert!(err.contains("--config"), "{err}");
 }
+
+/// `wirelint rules | head -1`: the reader goes away before the output is
+/// written; the command exits 0, quietly (it panicked on the closed pipe
+/// and exited 101).
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    for args in [&["rules"][..], &["rules", "--help"][..]] {
+        let mut child = wirelint()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // `head -1` reading one line and leaving, at its earliest: the
+        // read end closed before wirelint writes.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// An empty admin token would turn the token check off: refused at start,
+/// naming the setting.
+#[test]
+fn an_empty_admin_token_is_refused_at_start() {
+    let (code, _, err) = run(wirelint()
+        .args([
+            "proxy",
+            "--upstream",
+            "mongodb://127.0.0.1:1/",
+            "--admin",
+            "127.0.0.1:0",
+        ])
+        .env("WIRELINT_ADMIN_TOKEN", ""));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("admin_token") && err.contains("empty"),
+        "{err}"
+    );
+}

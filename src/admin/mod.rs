@@ -174,12 +174,14 @@ async fn require_token(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     if let Some(token) = &state.token {
+        // The scheme is case-insensitive (RFC 9110 §11.1).
         let given = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
+            .and_then(|v| v.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, token)| token.trim());
         if !same_secret(given.as_bytes(), token.as_bytes()) {
             return (
                 axum::http::StatusCode::UNAUTHORIZED,
@@ -192,11 +194,20 @@ async fn require_token(
     next.run(request).await
 }
 
-/// Compares in constant time (`subtle`; a length mismatch still answers
-/// at once, so the token's length is not secret).
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
+/// Whether `given` is `secret`, in time that depends on the length of
+/// `given` only (`subtle`): every byte given is compared, against the
+/// secret's bytes in turn, and the lengths are compared the same way, so
+/// neither the secret's bytes nor its length show in the timing.
+fn same_secret(given: &[u8], secret: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
-    a.ct_eq(b).into()
+    if secret.is_empty() {
+        return false;
+    }
+    let mut equal = (given.len() as u64).ct_eq(&(secret.len() as u64));
+    for (i, byte) in given.iter().enumerate() {
+        equal &= byte.ct_eq(&secret[i % secret.len()]);
+    }
+    equal.into()
 }
 
 async fn findings(State(state): State<AdminState>) -> impl IntoResponse {
@@ -606,4 +617,18 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"s3cret", b"s3cret"));
+        for wrong in [&b""[..], b"s3cre", b"s3cret!", b"s3creT", b"s3crets3cret"] {
+            assert!(!same_secret(wrong, b"s3cret"), "{wrong:?}");
+        }
+        assert!(!same_secret(b"", b""), "an empty secret matches nothing");
+    }
 }

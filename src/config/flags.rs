@@ -245,7 +245,16 @@ impl ProxyArgs {
         )?
         .unwrap_or(settings.report_interval);
         settings.admin = pick!(admin, "admin").map(|(v, _)| v);
-        settings.admin_token = pick!(admin_token, "admin-token").map(|(v, _)| v);
+        settings.admin_token = match pick!(admin_token, "admin-token") {
+            Some((token, origin)) if token.trim().is_empty() => {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key: "admin_token".into(),
+                    message: "is empty, which would turn the token check off: give a token, or unset it to serve the admin endpoints without one (on loopback)".into(),
+                })
+            }
+            other => other.map(|(v, _)| v),
+        };
         if let (Some(file), Some(path)) = (&file, &self.config) {
             settings.analysis.rules = super::rule_settings(file, path)?;
             file.limits.apply(&mut settings.analysis.caps);
