@@ -151,20 +151,7 @@ async fn malformed_frames_close_only_their_connection() {
         .unwrap();
     let coll = client.database("bad_input").collection::<Document>("good");
     coll.insert_one(doc! {"ok": true}).await.unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let worker = {
-        let (stop, ok, failed, coll) = (stop.clone(), ok.clone(), failed.clone(), coll.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                match coll.find_one(doc! {"ok": true}).await {
-                    Ok(Some(_)) => ok.fetch_add(1, Ordering::Relaxed),
-                    _ => failed.fetch_add(1, Ordering::Relaxed),
-                };
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-    };
+    let (stop, ok, failed, worker) = steady_reads(coll.clone());
 
     for case in cases() {
         let mut s = TcpStream::connect(proxy.local_addr()).await.unwrap();
@@ -618,6 +605,34 @@ fn hostile_cases() -> Vec<Hostile> {
     out
 }
 
+/// A client reading `{ok: true}` from `coll` every 5 ms until `stop`:
+/// what it read and what failed are counted.
+#[allow(clippy::type_complexity)]
+fn steady_reads(
+    coll: mongodb::Collection<Document>,
+) -> (
+    Arc<AtomicBool>,
+    Arc<AtomicU64>,
+    Arc<AtomicU64>,
+    tokio::task::JoinHandle<()>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let task = {
+        let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match coll.find_one(doc! {"ok": true}).await {
+                    Ok(Some(_)) => ok.fetch_add(1, Ordering::Relaxed),
+                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                };
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    (stop, ok, failed, task)
+}
+
 /// The tests that measure the process's RSS run one at a time (the other
 /// tests of this file would otherwise grow it beside them).
 static RSS_MEASURED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -652,20 +667,7 @@ async fn hostile_clients_affect_only_their_own_connection() {
         .database("bad_input")
         .collection::<Document>("hostile");
     coll.insert_one(doc! {"ok": true}).await.unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let worker = {
-        let (stop, ok, failed, coll) = (stop.clone(), ok.clone(), failed.clone(), coll.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                match coll.find_one(doc! {"ok": true}).await {
-                    Ok(Some(_)) => ok.fetch_add(1, Ordering::Relaxed),
-                    _ => failed.fetch_add(1, Ordering::Relaxed),
-                };
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-    };
+    let (stop, ok, failed, worker) = steady_reads(coll.clone());
     let rss_before = rss_bytes();
     let cases = hostile_cases();
     assert!(cases.len() >= 50, "{} cases", cases.len());
@@ -918,20 +920,7 @@ async fn large_messages_share_one_buffer_budget() {
         .database("bad_input")
         .collection::<Document>("budget");
     coll.insert_one(doc! {"ok": true}).await.unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let steady = {
-        let (stop, ok, failed, coll) = (stop.clone(), ok.clone(), failed.clone(), coll.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                match coll.find_one(doc! {"ok": true}).await {
-                    Ok(Some(_)) => ok.fetch_add(1, Ordering::Relaxed),
-                    _ => failed.fetch_add(1, Ordering::Relaxed),
-                };
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-    };
+    let (stop, ok, failed, steady) = steady_reads(coll.clone());
     let rss_before = rss_bytes();
     // 40 connections announce a 40 MB message and send 2 MiB of it (the
     // same 2 MiB, shared, so the test's own memory does not grow).

@@ -67,11 +67,6 @@ pub fn shorten(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…{hash:016x}", &s[..cut]))
 }
 
-/// Heap bytes of a string as stored (its capacity).
-pub fn string_bytes(s: &str) -> usize {
-    s.len()
-}
-
 /// One share of the budget, charged by the tables of one kind.
 #[derive(Debug)]
 pub struct Pool {
@@ -118,8 +113,13 @@ impl Pool {
     }
 
     pub fn release(&self, bytes: usize) {
+        self.give_back(bytes, 1);
+    }
+
+    /// Gives back `entries` entries of `bytes` in all (a table dropped).
+    pub fn give_back(&self, bytes: usize, entries: usize) {
         self.bytes.fetch_sub(bytes, Relaxed);
-        self.entries.fetch_sub(1, Relaxed);
+        self.entries.fetch_sub(entries, Relaxed);
     }
 
     /// Counts an entry forgotten to make room (or not stored, for tables
@@ -306,8 +306,7 @@ impl<K: Hash + Eq, V> Drop for Lru<K, V> {
     fn drop(&mut self) {
         // Gives back what this table holds (a namespace forgotten gives
         // back its paths and documents too).
-        self.pool.bytes.fetch_sub(self.bytes, Relaxed);
-        self.pool.entries.fetch_sub(self.cache.len(), Relaxed);
+        self.pool.give_back(self.bytes, self.cache.len());
     }
 }
 
@@ -411,10 +410,6 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     /// Bytes this table charged to its pool.
     pub fn bytes(&self) -> usize {
         self.bytes
-    }
-
-    pub fn pool(&self) -> &Arc<Pool> {
-        &self.pool
     }
 }
 

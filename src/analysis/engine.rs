@@ -545,8 +545,7 @@ impl Engine {
                 })
                 + budget::ENTRY_OVERHEAD;
             pending._charge = Some(Charge::new(&self.pool, bytes));
-            if let Some(replaced) = state.pending.insert(request_id, pending) {
-                drop(replaced);
+            if state.pending.insert(request_id, pending).is_some() {
                 forgotten += 1;
             }
         }

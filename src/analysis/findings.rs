@@ -112,9 +112,8 @@ impl Default for FindingStore {
 
 impl Drop for FindingStore {
     fn drop(&mut self) {
-        for _ in 0..self.findings.len() {
-            self.pool.release(FINDING_BYTES);
-        }
+        let n = self.findings.len();
+        self.pool.give_back(n * FINDING_BYTES, n);
     }
 }
 

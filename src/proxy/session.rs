@@ -346,8 +346,10 @@ where
     // The budget held for the large message being received, if any.
     let mut reserved: Option<Reservation> = None;
     loop {
+        // The length of the message being received, read once per pass.
+        let announced = frame::expected_len(&buf).ok().flatten();
         if reserved.is_none() {
-            if let Ok(Some(len)) = frame::expected_len(&buf) {
+            if let Some(len) = announced {
                 if len > READ_CHUNK {
                     let reserve = ctx.buffers.reserve(len, &ctx.stats);
                     reserved = Some(match shutdown.as_deref_mut() {
@@ -360,7 +362,7 @@ where
                 }
             }
         }
-        buf.reserve(read_step(&buf));
+        buf.reserve(read_step(buf.len(), announced));
         let n = match shutdown.as_deref_mut() {
             Some(stop) => {
                 if *stop.borrow() {
@@ -421,9 +423,11 @@ where
 /// How much room to make before the next read: the rest of the message
 /// being received, in steps of at most `MAX_READ_STEP` (memory follows the
 /// bytes that arrive, not the length a peer announces), else a chunk.
-fn read_step(buf: &[u8]) -> usize {
-    match frame::expected_len(buf) {
-        Ok(Some(len)) if len > buf.len() => (len - buf.len()).min(MAX_READ_STEP),
+/// `announced`: the length the message being received gives itself, once
+/// its header is in.
+fn read_step(have: usize, announced: Option<usize>) -> usize {
+    match announced {
+        Some(len) if len > have => (len - have).min(MAX_READ_STEP),
         _ => READ_CHUNK,
     }
 }
@@ -439,7 +443,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Byte
             Ok(None) => {}
             Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
         }
-        buf.reserve(read_step(&buf));
+        buf.reserve(read_step(
+            buf.len(),
+            frame::expected_len(&buf).ok().flatten(),
+        ));
         if reader.read_buf(&mut buf).await? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
