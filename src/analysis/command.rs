@@ -102,6 +102,53 @@ pub struct Command<'a> {
     sequences: Vec<(&'a str, &'a [u8])>,
     /// The body's top-level fields, in order (empty for sensitive commands).
     fields: Vec<Element<'a>>,
+    /// The kind-3 trace-context document (OP_MSG payload type 3).
+    trace_context: Option<&'a [u8]>,
+}
+
+/// A W3C trace id (the second field of a `traceparent`), as drivers put it
+/// in an OP_MSG's payload type 3: `{otel: {traceparent: "00-<trace id>-
+/// <parent id>-<flags>"}}`. Shown as the 32 lowercase hex digits tracing
+/// tools search by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TraceId([u8; 16]);
+
+impl TraceId {
+    /// Reads a `traceparent` value: a version other than `ff`, a trace id
+    /// that is not all zeros, lowercase hex throughout (W3C Trace Context
+    /// §3.2). Fields after the flags (later versions) are allowed.
+    pub fn from_traceparent(value: &str) -> Option<TraceId> {
+        let mut fields = value.split('-');
+        let (version, trace, parent, flags) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+        );
+        let hex = |s: &str, len: usize| {
+            s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        };
+        if !hex(version, 2) || version == "ff" || !hex(parent, 16) || !hex(flags, 2) {
+            return None;
+        }
+        if version == "00" && fields.next().is_some() {
+            return None;
+        }
+        if !hex(trace, 32) {
+            return None;
+        }
+        let mut id = [0u8; 16];
+        for (i, byte) in id.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&trace[2 * i..2 * i + 2], 16).ok()?;
+        }
+        (id != [0; 16]).then_some(TraceId(id))
+    }
+}
+
+impl std::fmt::Display for TraceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
 }
 
 /// The value of an element walked by `bson_walk`, for the types commands
@@ -152,10 +199,10 @@ impl<'a> Command<'a> {
     /// The command of a request message (OP_MSG body, or OP_QUERY on
     /// `db.$cmd`). `None` for replies and legacy CRUD opcodes.
     pub fn parse(message: &Message<'a>) -> Option<Command<'a>> {
-        let (doc, db, sequences) = match message {
+        let (doc, db, sequences, trace_context) = match message {
             Message::Msg(msg) => {
                 let body = RawDocument::from_bytes(msg.body).ok()?;
-                (body, None, sequences_of(msg))
+                (body, None, sequences_of(msg), msg.trace_context)
             }
             Message::Query(q) if q.is_command() => {
                 let body = RawDocument::from_bytes(q.command()).ok()?;
@@ -164,6 +211,7 @@ impl<'a> Command<'a> {
                     body,
                     Some(name.strip_suffix(".$cmd").unwrap_or(name)),
                     Vec::new(),
+                    None,
                 )
             }
             _ => return None,
@@ -194,7 +242,16 @@ impl<'a> Command<'a> {
             body: doc,
             sequences,
             fields,
+            trace_context,
         })
+    }
+
+    /// The W3C trace id the driver attached (payload type 3), if any and
+    /// well formed.
+    pub fn trace_id(&self) -> Option<TraceId> {
+        let context = RawDocument::from_bytes(self.trace_context?).ok()?;
+        let otel = context.get_document("otel").ok()?;
+        TraceId::from_traceparent(otel.get_str("traceparent").ok()?)
     }
 
     /// A top-level field of the command.
@@ -704,6 +761,49 @@ mod tests {
         let msg = Message::parse(frame).unwrap();
         let cmd = Command::parse(&msg).unwrap();
         f(&cmd)
+    }
+
+    /// An OP_MSG with a body and, after it, a kind-3 section holding `trace`.
+    fn with_trace_section(body: &bson::RawDocumentBuf, trace: &bson::RawDocumentBuf) -> Vec<u8> {
+        let mut frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+        frame.push(3);
+        frame.extend_from_slice(trace.as_bytes());
+        let len = frame.len() as i32;
+        frame[..4].copy_from_slice(&len.to_le_bytes());
+        frame
+    }
+
+    #[test]
+    fn the_trace_id_is_read_from_payload_type_3() {
+        let body = rawdoc! {"find": "posts", "filter": {"a": 1}, "$db": "blog"};
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let frame = with_trace_section(&body, &rawdoc! {"otel": {"traceparent": parent}});
+        with_command(&frame, |cmd| {
+            assert_eq!(cmd.name, "find");
+            assert_eq!(
+                cmd.trace_id().unwrap().to_string(),
+                "4bf92f3577b34da6a3ce929d0e0e4736"
+            );
+        });
+        // Without the section, or with a value that is not a traceparent.
+        with_command(&op_msg::encode(1, 0, 0, body.as_bytes(), &[]), |cmd| {
+            assert_eq!(cmd.trace_id(), None)
+        });
+        for bad in [
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e47-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "not a traceparent",
+        ] {
+            let frame = with_trace_section(&body, &rawdoc! {"otel": {"traceparent": bad}});
+            with_command(&frame, |cmd| assert_eq!(cmd.trace_id(), None, "{bad}"));
+        }
+        // A later version may add fields.
+        let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-whatever";
+        let frame = with_trace_section(&body, &rawdoc! {"otel": {"traceparent": later}});
+        with_command(&frame, |cmd| assert!(cmd.trace_id().is_some()));
     }
 
     fn with_reply<T>(frame: &[u8], f: impl FnOnce(&Reply<'_>) -> T) -> T {

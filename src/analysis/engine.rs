@@ -322,12 +322,15 @@ impl Engine {
                         ok,
                         matched: reply.as_ref().and_then(|r| r.n()),
                     };
-                    k.with_rules(|rule, cx| {
+                    k.trace = cmd.trace_id();
+                    let events = k.with_rules(|rule, cx| {
                         for doc in &stored {
                             rule.on_document(&view, doc, DocSource::Returned, cx);
                         }
                         rule.on_operation(&done, cx);
-                    })
+                    });
+                    k.trace = None;
+                    events
                 }
                 None => Vec::new(),
             }
@@ -426,6 +429,10 @@ impl Engine {
             k.operations += 1;
             k.patterns
                 .touch(pattern, named_by, namespace, shape, cmd.name);
+            k.trace = cmd.trace_id();
+            if let Some(trace) = k.trace {
+                k.patterns.note_trace(pattern, trace);
+            }
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
             k.patterns.count_partitions(pattern, partitioning);
             let view = OpView {
@@ -436,7 +443,9 @@ impl Engine {
                 partitioning,
                 follow_up: follow_up.as_ref(),
             };
-            (observe_writes(&mut k, &view, failed), partitioning)
+            let events = observe_writes(&mut k, &view, failed);
+            k.trace = None;
+            (events, partitioning)
         };
         self.emit(events);
         partitioning

@@ -45,6 +45,9 @@ pub struct Knowledge {
     pub rejected_operations: u64,
     /// Panics caught inside a rule's hook, by rule id.
     pub rule_panics: std::collections::BTreeMap<&'static str, u64>,
+    /// The trace id of the operation the engine is handling (set and
+    /// cleared around it by `Engine`): the rules' findings carry it.
+    pub(crate) trace: Option<super::command::TraceId>,
     rules: Vec<Box<dyn Rule>>,
 }
 
@@ -95,6 +98,7 @@ impl Knowledge {
             forgotten_requests: 0,
             rule_panics: Default::default(),
             rejected_operations: 0,
+            trace: None,
             rules,
         }
     }
@@ -118,6 +122,7 @@ impl Knowledge {
             show_values,
             rule_panics,
             pools,
+            trace,
             ..
         } = self;
         let mut cx = RuleContext {
@@ -130,6 +135,7 @@ impl Knowledge {
             events: &mut events,
             now: SystemTime::now(),
             show_values: *show_values,
+            trace_id: *trace,
         };
         for rule in rules.iter_mut() {
             let id = rule.meta().id;

@@ -12,6 +12,7 @@
 //! them is not counted).
 
 use super::budget::{Lru, Pool, ENTRY_OVERHEAD, MAX_KEY};
+use super::command::TraceId;
 use super::shape::Shape;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,9 @@ pub struct PatternStats {
     pub bytes_returned: u64,
     pub errors: BTreeMap<i32, u64>,
     pub partitions: Partitions,
+    /// The W3C trace id of the latest operation that carried one (OP_MSG
+    /// payload type 3), to find it in the application's tracing tool.
+    pub last_trace_id: Option<TraceId>,
 }
 
 const MAX_SHAPES_PER_PATTERN: usize = 32;
@@ -119,6 +123,7 @@ impl PatternStats {
             bytes_returned: 0,
             errors: BTreeMap::new(),
             partitions: Partitions::default(),
+            last_trace_id: None,
         }
     }
 
@@ -218,6 +223,13 @@ impl PatternTable {
             && stats.namespaces.len() < MAX_NAMESPACES_PER_PATTERN
         {
             stats.namespaces.push(namespace.into_owned());
+        }
+    }
+
+    /// Remembers the trace id of the pattern's latest traced operation.
+    pub fn note_trace(&mut self, pattern: &str, trace: TraceId) {
+        if let Some(stats) = self.patterns.map_get_mut(pattern) {
+            stats.last_trace_id = Some(trace);
         }
     }
 

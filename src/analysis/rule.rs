@@ -213,6 +213,9 @@ pub struct RuleContext<'a> {
     pub events: &'a mut Vec<FindingEvent>,
     pub now: SystemTime,
     pub show_values: bool,
+    /// The trace id of the operation being looked at, if its driver sent
+    /// one: added to the evidence of what is reported about it.
+    pub trace_id: Option<super::command::TraceId>,
 }
 
 impl RuleContext<'_> {
@@ -227,6 +230,11 @@ impl RuleContext<'_> {
         draft.severity = self
             .settings
             .severity(meta, &draft.namespace, draft.severity);
+        if let Some(trace) = self.trace_id {
+            draft
+                .evidence
+                .insert("trace_id".into(), serde_json::json!(trace.to_string()));
+        }
         let (namespace, subject) = (draft.namespace.clone(), draft.subject.clone());
         let change = self.findings.record(meta, draft, self.now);
         if change != Change::Repeated {

@@ -74,7 +74,11 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_IDLE_TIMEOUT", value_name = "DURATION")]
     pub idle_timeout: Option<String>,
 
-    /// Close a connection whose upstream leaves a request unanswered this long [default: off].
+    /// Close a client connection that takes longer than this to send one whole message, counted from its first byte (or, for the first message, from connecting); "off" to wait forever [default: 60s].
+    #[arg(long, env = "WIRELINT_MESSAGE_TIMEOUT", value_name = "DURATION")]
+    pub message_timeout: Option<String>,
+
+    /// Close a connection whose upstream leaves a request unanswered this long (beyond what a streaming hello or an awaitData getMore may wait by design) [default: off].
     #[arg(long, env = "WIRELINT_UPSTREAM_TIMEOUT", value_name = "DURATION")]
     pub upstream_timeout: Option<String>,
 
@@ -203,6 +207,11 @@ impl ProxyArgs {
             pick!(upstream_timeout, "upstream-timeout"),
             "upstream_timeout",
             None,
+        )?;
+        settings.forward.message_timeout = duration(
+            pick!(message_timeout, "message-timeout"),
+            "message_timeout",
+            settings.forward.message_timeout,
         )?;
         settings.forward.shutdown_grace = duration(
             pick!(shutdown_grace, "shutdown-grace"),

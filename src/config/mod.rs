@@ -97,6 +97,7 @@ pub struct ProxySection {
     pub max_connections: Option<usize>,
     pub connect_timeout: Option<String>,
     pub idle_timeout: Option<String>,
+    pub message_timeout: Option<String>,
     pub upstream_timeout: Option<String>,
     pub shutdown_grace: Option<String>,
     pub analysis: Option<bool>,

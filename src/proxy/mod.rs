@@ -14,6 +14,7 @@
 //! [`Forwarder::start`] binds and accepts; the application (`crate::app`)
 //! puts the analysis behind the tap and the admin server and reports beside.
 
+mod requests;
 pub mod session;
 pub mod tls;
 pub mod topology;
@@ -69,8 +70,14 @@ pub struct Settings {
     /// Close a connection with no traffic either way for this long.
     pub idle_timeout: Option<Duration>,
     /// Close a connection whose backend has not answered an outstanding
-    /// request for this long.
+    /// request for this long (beyond what a streaming hello or an
+    /// awaitData getMore may be held by design).
     pub upstream_timeout: Option<Duration>,
+    /// Close a client connection whose message, once begun, is not whole
+    /// this long after its first byte; and one whose first message is not
+    /// whole this long after connecting (no backend connection is opened
+    /// before it is).
+    pub message_timeout: Option<Duration>,
     /// On shutdown, how long connections get to finish what is in flight.
     pub shutdown_grace: Duration,
     /// Rewrite replica-set hello replies so drivers stay on the proxy.
@@ -80,6 +87,12 @@ pub struct Settings {
     /// `session::BufferBudget`).
     pub forward_memory: usize,
 }
+
+/// The default message timeout. Drivers send each message in one write and
+/// their first (the handshake) as soon as they connect, so a minute is far
+/// beyond what any pooled driver needs; a 48 MB message still fits in it at
+/// 7 Mbit/s.
+pub const DEFAULT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default forwarding buffer budget: twenty 48 MB messages at once.
 pub const DEFAULT_FORWARD_MEMORY: usize = 1 << 30;
@@ -95,6 +108,7 @@ impl Settings {
             connect_timeout: Duration::from_secs(5),
             idle_timeout: None,
             upstream_timeout: None,
+            message_timeout: Some(DEFAULT_MESSAGE_TIMEOUT),
             shutdown_grace: Duration::from_secs(10),
             rewrite_topology: true,
             forward_memory: DEFAULT_FORWARD_MEMORY,
@@ -113,6 +127,7 @@ pub(crate) struct SessionContext {
     pub shutdown_grace: Duration,
     pub idle_timeout: Option<Duration>,
     pub upstream_timeout: Option<Duration>,
+    pub message_timeout: Option<Duration>,
     pub rewrite_topology: bool,
     pub buffers: session::BufferBudget,
 }
@@ -164,6 +179,7 @@ impl Forwarder {
             shutdown_grace: settings.shutdown_grace,
             idle_timeout: settings.idle_timeout,
             upstream_timeout: settings.upstream_timeout,
+            message_timeout: settings.message_timeout,
             rewrite_topology: settings.rewrite_topology,
             buffers: session::BufferBudget::new(settings.forward_memory),
         });

@@ -2,24 +2,31 @@
 //! direction, each reading whole messages and forwarding the original bytes
 //! at once.
 //!
-//! Per read, a loop finds every complete message at the front of its buffer
-//! (`wire::frame::check`), splits them off as one frozen `Bytes` (no copy),
-//! writes them in one call, then offers each message to the analysis queue
-//! as a slice of that same `Bytes`. Replies that describe a replica set are
-//! the one exception to byte-transparency (`topology`). The directions are
-//! independent, so exhaust replies and fire-and-forget requests need no
-//! special case.
+//! The upstream connection is opened once the client's first message is
+//! whole (idle sockets hold none). Per read, a loop finds every complete
+//! message at the front of its buffer (`wire::frame::check`, from headers
+//! alone), splits them off as one frozen `Bytes` (no copy), notes what it
+//! sends or answers (`requests`: requestID/responseTo, exhaust streams,
+//! fire-and-forget writes, awaitable requests), writes them in one call,
+//! then offers each message to the analysis queue as a slice of that same
+//! `Bytes`. Replies to hellos that describe a replica set are the one
+//! exception to byte-transparency (`topology`).
+//!
+//! Timeouts: a client message must be whole within `message_timeout` of its
+//! first byte; `idle_timeout` closes a connection with nothing in flight;
+//! `upstream_timeout` closes one whose backend is late with an answer due.
 
+use super::requests::Requests;
 use super::topology;
 use super::upstream::UpstreamStream;
 use super::SessionContext;
 use crate::stats::Direction;
-use crate::wire::{frame, FrameError, Header, HEADER_LEN};
+use crate::wire::{frame, FrameError, Header};
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
@@ -99,8 +106,11 @@ impl Drop for Reservation {
 
 /// State the two loops share.
 struct Shared {
+    /// The connection's number (in logs and for the analysis).
+    conn: u64,
     /// Requests sent upstream that still await their (final) reply.
-    in_flight: AtomicI64,
+    requests: Mutex<Requests>,
+    /// Notified when no request awaiting a prompt answer is left.
     idle_notify: Notify,
     /// Milliseconds since `epoch` of the last read, per direction.
     last_read: [AtomicU64; 2],
@@ -109,8 +119,23 @@ struct Shared {
 
 impl Shared {
     fn touch(&self, direction: Direction) {
-        let ms = self.epoch.elapsed().as_millis() as u64;
-        self.last_read[direction.index()].store(ms, Relaxed);
+        self.last_read[direction.index()].store(self.now(), Relaxed);
+    }
+
+    /// Milliseconds on the session's clock.
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn requests(&self) -> std::sync::MutexGuard<'_, Requests> {
+        // Held for a few instructions and never across an await; a panic
+        // while held would be a bug in `Requests`, whose state stays valid.
+        self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Requests awaiting a prompt answer (what shutdown waits for).
+    fn prompt_in_flight(&self) -> usize {
+        self.requests().prompt()
     }
 
     fn since_read(&self, direction: Direction) -> Duration {
@@ -133,6 +158,10 @@ enum PumpError {
     Frame(FrameError),
     #[error("closed in the middle of a message ({0} bytes of it received)")]
     MidFrameEof(usize),
+    #[error("the client sent {have} bytes of a message in {} and no more (message timeout)", humantime::format_duration(*.limit))]
+    Stalled { have: usize, limit: Duration },
+    #[error("idle for {} before its first message (idle timeout)", humantime::format_duration(*.0))]
+    Idle(Duration),
     #[error("read failed: {0}")]
     Read(io::Error),
     #[error("write failed: {0}")]
@@ -144,14 +173,32 @@ where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (mut client_read, mut client_write) = tokio::io::split(client);
+    let mut shutdown = ctx.shutdown.clone();
+    // No backend connection is opened before the client has sent one whole
+    // message: idle or slow sockets hold none.
+    let mut incoming = Incoming::new(Instant::now());
+    let first = incoming
+        .fill_until_whole(&mut client_read, &ctx, &mut shutdown)
+        .await;
+    let first_len = match first {
+        Ok(Some(len)) => len,
+        Ok(None) => return,
+        Err(e) => {
+            log_client_end(conn, peer, &e);
+            if let PumpError::Frame(e) = &e {
+                ctx.stats.frame_error(e.kind());
+            }
+            return;
+        }
+    };
     let upstream = match ctx.upstream.connect().await {
         Ok((stream, _host)) => stream,
         Err(e) => {
             ctx.stats.upstream_connect_failures.fetch_add(1, Relaxed);
             tracing::warn!(conn, %peer, "{e}; answering the client's first message with this error and closing");
             refuse(
-                &mut client_read,
                 &mut client_write,
+                &incoming.buf[..first_len],
                 &format!("wirelint: {e}"),
             )
             .await;
@@ -160,18 +207,18 @@ where
     };
     let (upstream_read, upstream_write) = split_upstream(upstream);
     let shared = Arc::new(Shared {
-        in_flight: AtomicI64::new(0),
+        conn,
+        requests: Mutex::new(Requests::default()),
         idle_notify: Notify::new(),
         last_read: [AtomicU64::new(0), AtomicU64::new(0)],
         epoch: Instant::now(),
     });
 
-    let mut shutdown = ctx.shutdown.clone();
     let requests = pump(
         client_read,
         upstream_write,
+        incoming,
         Direction::Request,
-        conn,
         &ctx,
         &shared,
         Some(&mut shutdown),
@@ -179,8 +226,8 @@ where
     let replies = pump(
         upstream_read,
         client_write,
+        Incoming::new(Instant::now()),
         Direction::Reply,
-        conn,
         &ctx,
         &shared,
         None,
@@ -201,7 +248,7 @@ where
                 let deadline = tokio::time::sleep(ctx.shutdown_grace);
                 tokio::pin!(deadline);
                 loop {
-                    if shared.in_flight.load(Relaxed) <= 0 {
+                    if shared.prompt_in_flight() == 0 {
                         tracing::debug!(conn, %peer, "closed with nothing in flight");
                         break;
                     }
@@ -209,21 +256,17 @@ where
                         _ = shared.idle_notify.notified() => {}
                         _ = &mut replies => break,
                         _ = &mut deadline => {
-                            tracing::info!(conn, %peer, in_flight = shared.in_flight.load(Relaxed), "grace period over; closing with requests in flight");
+                            tracing::info!(conn, %peer, in_flight = shared.prompt_in_flight(), "grace period over; closing with requests in flight");
                             break;
                         }
                     }
                 }
             }
-            Err(PumpError::Frame(e)) => {
-                tracing::warn!(conn, %peer, "closing the connection: invalid message from the client: {e}");
-            }
-            Err(e @ PumpError::MidFrameEof(_)) => tracing::info!(conn, %peer, "client {e}"),
-            Err(e) => tracing::debug!(conn, %peer, "client side ended: {e}"),
+            Err(e) => log_client_end(conn, peer, &e),
         },
         end = &mut replies => match end {
             Ok(_) => {
-                let pending = shared.in_flight.load(Relaxed);
+                let pending = shared.prompt_in_flight();
                 if pending > 0 {
                     tracing::warn!(conn, %peer, pending, "upstream closed the connection with requests in flight; closing the client connection");
                 } else {
@@ -242,40 +285,31 @@ where
 }
 
 /// The upstream could not be reached: answer the client's first message
-/// with an error naming the cause, then close. Only the header is kept (the
-/// reply needs its requestID and opcode); the body is read into a small
-/// scratch buffer and dropped, so a client announcing a large message costs
-/// nothing here.
-async fn refuse<R, W>(reader: &mut R, writer: &mut W, message: &str)
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
+/// (read whole already) with an error naming the cause, then close.
+async fn refuse<W: AsyncWrite + Unpin>(writer: &mut W, first: &[u8], message: &str) {
     let answer = async {
-        let mut header = [0u8; HEADER_LEN];
-        reader.read_exact(&mut header).await?;
-        let len = frame::expected_len(&header)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
-            .unwrap_or(HEADER_LEN);
         writer
-            .write_all(&topology::error_reply(&header, message))
+            .write_all(&topology::error_reply(first, message))
             .await?;
         writer.flush().await?;
-        // Read the rest before closing: closing with unread bytes would
-        // reset the connection and could lose the answer on its way.
-        let mut left = len - HEADER_LEN;
-        let mut scratch = [0u8; 4096];
-        while left > 0 {
-            let n = reader.read(&mut scratch[..left.min(4096)]).await?;
-            if n == 0 {
-                break;
-            }
-            left -= n;
-        }
         io::Result::Ok(())
     };
     let _ = tokio::time::timeout(Duration::from_secs(5), answer).await;
     let _ = writer.shutdown().await;
+}
+
+/// The log line for a client side that ended with an error.
+fn log_client_end(conn: u64, peer: SocketAddr, e: &PumpError) {
+    match e {
+        PumpError::Frame(e) => {
+            tracing::warn!(conn, %peer, "closing the connection: invalid message from the client: {e}")
+        }
+        PumpError::MidFrameEof(_) => tracing::info!(conn, %peer, "client {e}"),
+        PumpError::Stalled { .. } | PumpError::Idle(_) => {
+            tracing::warn!(conn, %peer, "closing the connection: {e}")
+        }
+        e => tracing::debug!(conn, %peer, "client side ended: {e}"),
+    }
 }
 
 fn split_upstream(
@@ -309,7 +343,7 @@ async fn watchdog(ctx: &SessionContext, shared: &Shared) -> String {
             let quiet = shared
                 .since_read(Direction::Request)
                 .min(shared.since_read(Direction::Reply));
-            if quiet >= idle && shared.in_flight.load(Relaxed) <= 0 {
+            if quiet >= idle && !shared.requests().any() {
                 return format!(
                     "idle for {} (idle timeout)",
                     humantime::format_duration(idle)
@@ -317,7 +351,10 @@ async fn watchdog(ctx: &SessionContext, shared: &Shared) -> String {
             }
         }
         if let Some(limit) = ctx.upstream_timeout {
-            if shared.in_flight.load(Relaxed) > 0 && shared.since_read(Direction::Reply) >= limit {
+            let late = shared
+                .requests()
+                .overdue(shared.now(), limit.as_millis() as u64);
+            if late && shared.since_read(Direction::Reply) >= limit {
                 return format!(
                     "the upstream has not answered for {} (upstream timeout); the client gets a closed connection",
                     humantime::format_duration(limit)
@@ -327,11 +364,133 @@ async fn watchdog(ctx: &SessionContext, shared: &Shared) -> String {
     }
 }
 
+/// A direction's read buffer: bytes received and not yet forwarded, the
+/// budget held for the large message among them, and when the message
+/// being received began (for the message timeout).
+struct Incoming {
+    buf: BytesMut,
+    reserved: Option<Reservation>,
+    /// When the first byte of the message at the front arrived (for the
+    /// client's first message: when it connected).
+    started: Instant,
+}
+
+impl Incoming {
+    fn new(started: Instant) -> Incoming {
+        Incoming {
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            reserved: None,
+            started,
+        }
+    }
+
+    /// Reads once into the buffer: reserves budget first when a large
+    /// message is being received, and waits no later than the message
+    /// timeout when `timed` (and, before the first message, the idle
+    /// timeout since the last byte). `Ok(None)` on shutdown, `Ok(Some(0))`
+    /// at end of stream.
+    async fn fill<R: AsyncRead + Unpin>(
+        &mut self,
+        reader: &mut R,
+        ctx: &SessionContext,
+        shutdown: Option<&mut tokio::sync::watch::Receiver<bool>>,
+        timed: bool,
+        idle_since: Option<Instant>,
+    ) -> Result<Option<usize>, PumpError> {
+        let announced = frame::expected_len(&self.buf).ok().flatten();
+        let message = ctx.message_timeout.filter(|_| timed).map(|limit| {
+            (
+                self.started + limit,
+                PumpError::Stalled {
+                    have: self.buf.len(),
+                    limit,
+                },
+            )
+        });
+        let idle = ctx
+            .idle_timeout
+            .zip(idle_since)
+            .map(|(limit, since)| (since + limit, PumpError::Idle(limit)));
+        let deadline = match (message, idle) {
+            (Some(m), Some(i)) => Some(if i.0 < m.0 { i } else { m }),
+            (m, i) => m.or(i),
+        };
+        let read = async {
+            if self.reserved.is_none() {
+                if let Some(len) = announced.filter(|len| *len > READ_CHUNK) {
+                    self.reserved = Some(ctx.buffers.reserve(len, &ctx.stats).await);
+                }
+            }
+            self.buf.reserve(read_step(self.buf.len(), announced));
+            reader
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(PumpError::Read)
+        };
+        let (late_at, late) = match deadline {
+            Some((at, error)) => (Some(at), Some(error)),
+            None => (None, None),
+        };
+        let stalled = async {
+            match late_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let stop = async {
+            match shutdown {
+                Some(stop) if *stop.borrow() => {}
+                Some(stop) => {
+                    let _ = stop.changed().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            n = read => n.map(Some),
+            _ = stalled => Err(late.expect("a deadline was set")),
+            _ = stop => Ok(None),
+        }
+    }
+
+    /// Reads until the buffer holds one whole message (the client's first)
+    /// and returns its length; `Ok(None)` if the client left (or shutdown
+    /// came) first.
+    async fn fill_until_whole<R: AsyncRead + Unpin>(
+        &mut self,
+        reader: &mut R,
+        ctx: &SessionContext,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Option<usize>, PumpError> {
+        let mut last_byte = self.started;
+        loop {
+            match frame::check(&self.buf) {
+                Ok(Some(len)) => return Ok(Some(len)),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(PumpError::Frame(
+                        frame::sniff_foreign(&self.buf).map_or(e, FrameError::Foreign),
+                    ))
+                }
+            }
+            match self
+                .fill(reader, ctx, Some(shutdown), true, Some(last_byte))
+                .await?
+            {
+                None => return Ok(None),
+                Some(0) if self.buf.is_empty() => return Ok(None),
+                Some(0) => return Err(PumpError::MidFrameEof(self.buf.len())),
+                Some(_) => last_byte = Instant::now(),
+            }
+        }
+    }
+}
+
 async fn pump<R, W>(
     mut reader: R,
     mut writer: W,
+    mut incoming: Incoming,
     direction: Direction,
-    conn: u64,
     ctx: &SessionContext,
     shared: &Shared,
     mut shutdown: Option<&mut tokio::sync::watch::Receiver<bool>>,
@@ -340,51 +499,17 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut first = true;
+    // Whether nothing has come yet: a first message that is not the wire
+    // protocol is named (HTTP, TLS) in the log line.
+    let mut first = incoming.buf.is_empty();
     let rewrite = direction == Direction::Reply && ctx.rewrite_topology;
-    // The budget held for the large message being received, if any.
-    let mut reserved: Option<Reservation> = None;
+    // The message timeout is the client's: the upstream's pace is the
+    // upstream timeout's business.
+    let timed = direction == Direction::Request;
+    let mut at = Instant::now();
     loop {
-        // The length of the message being received, read once per pass.
-        let announced = frame::expected_len(&buf).ok().flatten();
-        if reserved.is_none() {
-            if let Some(len) = announced {
-                if len > READ_CHUNK {
-                    let reserve = ctx.buffers.reserve(len, &ctx.stats);
-                    reserved = Some(match shutdown.as_deref_mut() {
-                        Some(stop) => tokio::select! {
-                            r = reserve => r,
-                            _ = stop.changed() => return Ok(End::Shutdown),
-                        },
-                        None => reserve.await,
-                    });
-                }
-            }
-        }
-        buf.reserve(read_step(buf.len(), announced));
-        let n = match shutdown.as_deref_mut() {
-            Some(stop) => {
-                if *stop.borrow() {
-                    return Ok(End::Shutdown);
-                }
-                tokio::select! {
-                    r = reader.read_buf(&mut buf) => r.map_err(PumpError::Read)?,
-                    _ = stop.changed() => return Ok(End::Shutdown),
-                }
-            }
-            None => reader.read_buf(&mut buf).await.map_err(PumpError::Read)?,
-        };
-        if n == 0 {
-            return if buf.is_empty() {
-                Ok(End::Eof)
-            } else {
-                Err(PumpError::MidFrameEof(buf.len()))
-            };
-        }
-        let at = Instant::now();
-        shared.touch(direction);
-
+        // Forward every whole message at the front of the buffer.
+        let buf = &mut incoming.buf;
         let mut end = 0;
         let mut failure = None;
         loop {
@@ -399,24 +524,57 @@ where
         }
         if end > 0 {
             let chunk = buf.split_to(end).freeze();
-            if rewrite {
-                write_rewriting_hellos(&mut writer, &chunk, ctx).await?;
-            } else {
+            // Tracked before it is written: a reply can come back as soon
+            // as the first bytes are out.
+            let hellos = track(&chunk, direction, shared, rewrite);
+            if hellos.is_empty() {
                 writer.write_all(&chunk).await.map_err(PumpError::Write)?;
+            } else {
+                write_rewriting_hellos(&mut writer, &chunk, &hellos, ctx).await?;
             }
-            account(&chunk, direction, conn, at, ctx, shared);
+            hand_off(&chunk, direction, shared.conn, at, ctx);
             first = false;
-            // Written on: its room goes back to the budget.
-            reserved = None;
+            // Written on: its room goes back to the budget, and the message
+            // after it (if begun) started with this read.
+            incoming.reserved = None;
+            incoming.started = at;
         }
         if let Some(e) = failure {
-            let e = match (first, frame::sniff_foreign(&buf)) {
+            let e = match (first, frame::sniff_foreign(&incoming.buf)) {
                 (true, Some(what)) => FrameError::Foreign(what),
                 _ => e,
             };
             ctx.stats.frame_error(e.kind());
             return Err(PumpError::Frame(e));
         }
+
+        // Then read more.
+        let mid_message = !incoming.buf.is_empty();
+        let n = match incoming
+            .fill(
+                &mut reader,
+                ctx,
+                shutdown.as_deref_mut(),
+                timed && mid_message,
+                None,
+            )
+            .await?
+        {
+            Some(n) => n,
+            None => return Ok(End::Shutdown),
+        };
+        if n == 0 {
+            return if incoming.buf.is_empty() {
+                Ok(End::Eof)
+            } else {
+                Err(PumpError::MidFrameEof(incoming.buf.len()))
+            };
+        }
+        at = Instant::now();
+        if !mid_message {
+            incoming.started = at;
+        }
+        shared.touch(direction);
     }
 }
 
@@ -453,15 +611,17 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Byte
     }
 }
 
-/// Writes a run of replies, replacing replica-set hello replies by their
-/// rewritten form and copying every other byte through unchanged.
+/// Writes a run of replies, replacing replica-set hello replies (among the
+/// replies to hellos, at `hellos`: (offset, length)) by their rewritten
+/// form and copying every other byte through unchanged.
 async fn write_rewriting_hellos<W: AsyncWrite + Unpin>(
     writer: &mut W,
     chunk: &Bytes,
+    hellos: &[(usize, usize)],
     ctx: &SessionContext,
 ) -> Result<(), PumpError> {
     let mut from = 0;
-    for (start, len) in frames(chunk) {
+    for &(start, len) in hellos {
         if let Some(rewritten) = topology::rewrite_hello_reply(&chunk[start..start + len]) {
             writer
                 .write_all(&chunk[from..start])
@@ -481,26 +641,46 @@ async fn write_rewriting_hellos<W: AsyncWrite + Unpin>(
         .map_err(PumpError::Write)
 }
 
-/// Counts the messages of a forwarded chunk, tracks what is in flight and
-/// hands each message to the analysis queue.
-fn account(
-    chunk: &Bytes,
+/// Tracks the requests of a chunk about to be written, or matches its
+/// replies to them. For replies, returns where the replies to `hello`s are
+/// (offset, length) when `rewrite` asks for them.
+fn track(
+    chunk: &[u8],
     direction: Direction,
-    conn: u64,
-    at: Instant,
-    ctx: &SessionContext,
     shared: &Shared,
-) {
+    rewrite: bool,
+) -> Vec<(usize, usize)> {
+    let now = shared.now();
+    let mut hellos = Vec::new();
+    let mut requests = shared.requests();
+    for (start, len) in frames(chunk) {
+        let message = &chunk[start..start + len];
+        let Some(header) = Header::parse(message) else {
+            continue;
+        };
+        match direction {
+            Direction::Request => requests.sent(header.request_id, &frame::peek(message), now),
+            Direction::Reply => {
+                let more = frame::more_to_come(message);
+                if requests.replied(header.response_to, header.request_id, more, now) && rewrite {
+                    hellos.push((start, len));
+                }
+            }
+        }
+    }
+    if direction == Direction::Reply && requests.prompt() == 0 {
+        shared.idle_notify.notify_one();
+    }
+    hellos
+}
+
+/// Counts the messages of a forwarded chunk and hands each to the analysis
+/// queue.
+fn hand_off(chunk: &Bytes, direction: Direction, conn: u64, at: Instant, ctx: &SessionContext) {
     let mut count = 0;
-    let mut in_flight_delta = 0i64;
     for (start, len) in frames(chunk) {
         count += 1;
         let message = &chunk[start..start + len];
-        match direction {
-            Direction::Request if frame::expects_reply(message) => in_flight_delta += 1,
-            Direction::Reply if !frame::more_to_come(message) => in_flight_delta -= 1,
-            _ => {}
-        }
         if ctx.tapped {
             // A small message is copied, so the read buffer is free to be
             // reused at once instead of staying pinned until analysed.
@@ -514,13 +694,6 @@ fn account(
     }
     ctx.stats.frames[direction.index()].fetch_add(count, Relaxed);
     ctx.stats.bytes[direction.index()].fetch_add(chunk.len() as u64, Relaxed);
-    if in_flight_delta != 0 {
-        let now = shared.in_flight.fetch_add(in_flight_delta, Relaxed) + in_flight_delta;
-        if now <= 0 {
-            shared.in_flight.store(0, Relaxed);
-            shared.idle_notify.notify_one();
-        }
-    }
 }
 
 /// (offset, length) of each message in a chunk of whole, checked messages.

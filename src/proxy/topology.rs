@@ -10,13 +10,14 @@
 //! is copied through byte for byte, in order. Standalone and mongos replies
 //! are left untouched (the proxy stays byte-transparent where it can).
 //!
-//! Detection is by content, not by remembering which requests were hellos:
-//! a reply body with `maxWireVersion`, an `ismaster`/`isWritablePrimary` flag
-//! and a topology field. That covers every spelling (`hello`, `isMaster`,
-//! `ismaster`), both envelopes (OP_MSG, OP_REPLY) and streaming (exhaust)
-//! hellos without any per-connection state. Only top-level keys are read.
+//! Only replies to requests the session saw to be hellos (any spelling:
+//! `hello`, `isMaster`, `ismaster`; streaming ones included) are looked at,
+//! so other replies cost nothing here. Among those, a body with
+//! `maxWireVersion`, an `ismaster`/`isWritablePrimary` flag and a topology
+//! field is rewritten, in either envelope (OP_MSG, OP_REPLY), compressed or
+//! not. Only top-level keys are read.
 
-use crate::wire::{bson_walk, op_msg, Header, OpCode, OpMsg, OpReply};
+use crate::wire::{bson_walk, compressed, op_msg, Header, OpCode, OpCompressed, OpMsg, OpReply};
 
 /// Fields that describe replica-set membership; none of them exists in a
 /// mongos reply.
@@ -58,7 +59,18 @@ pub fn rewrite_hello_reply(frame: &[u8]) -> Option<Vec<u8>> {
             let body = rewrite_body(doc)?;
             Some(reply.with_documents(&[&body]))
         }
-        // Hello replies are never compressed (compression spec).
+        // The compression spec says hello replies are not compressed, but
+        // a backend may do it anyway: inflated, rewritten, and compressed
+        // again the same way, or the member list would reach the driver.
+        OpCode::Compressed => {
+            let envelope = OpCompressed::parse(frame).ok()?;
+            let inner = envelope.decompress().ok()?;
+            if Header::parse(&inner)?.opcode() == Some(OpCode::Compressed) {
+                return None;
+            }
+            let rewritten = rewrite_hello_reply(&inner)?;
+            compressed::compress(&rewritten, envelope.compressor).ok()
+        }
         _ => None,
     }
 }
@@ -203,6 +215,27 @@ mod tests {
         assert_eq!(reply.response_flags, 8);
         let doc = reply.documents().next().unwrap();
         assert_eq!(keys(doc), ["ismaster", "maxWireVersion", "ok", "msg"]);
+    }
+
+    /// A backend that compresses its hello replies anyway: the reply is
+    /// inflated, rewritten and compressed again with the same compressor
+    /// and ids, so the member list never reaches the driver.
+    #[test]
+    fn compressed_replies_are_rewritten_and_compressed_again() {
+        use crate::wire::compressed::{compress, Compressor};
+        let plain = op_msg::encode(21, 7, 0, rs_hello().as_bytes(), &[]);
+        for c in Compressor::ALL {
+            let frame = compress(&plain, c).unwrap();
+            let out = rewrite_hello_reply(&frame).unwrap_or_else(|| panic!("{c:?}"));
+            let envelope = OpCompressed::parse(&out).unwrap();
+            assert_eq!(envelope.compressor, c);
+            assert_eq!(envelope.header.request_id, 21);
+            assert_eq!(envelope.header.response_to, 7);
+            let inner = envelope.decompress().unwrap();
+            let body = OpMsg::parse(&inner).unwrap().body;
+            assert!(!keys(body).iter().any(|k| k == "hosts" || k == "setName"));
+            assert!(keys(body).iter().any(|k| k == "msg"));
+        }
     }
 
     #[test]

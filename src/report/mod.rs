@@ -101,6 +101,10 @@ pub struct PatternReport {
     pub findings: Vec<String>,
     /// "ok" (✅) or "warn" (⚠: a finding of warning or error severity).
     pub verdict: String,
+    /// The W3C trace id of the latest operation of this pattern that
+    /// carried one (drivers with OpenTelemetry on send it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_trace_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -174,6 +178,7 @@ impl Report {
                     partitions: p.partitions.clone(),
                     findings: linked.iter().map(|f| f.key()).collect(),
                     verdict: if warn { "warn" } else { "ok" }.to_string(),
+                    last_trace_id: p.last_trace_id.map(|t| t.to_string()),
                 }
             })
             .collect();

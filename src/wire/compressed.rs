@@ -15,6 +15,14 @@ pub enum Compressor {
 }
 
 impl Compressor {
+    /// Every compressor, `noop` first.
+    pub const ALL: [Compressor; 4] = [
+        Compressor::Noop,
+        Compressor::Snappy,
+        Compressor::Zlib,
+        Compressor::Zstd,
+    ];
+
     pub fn from_id(id: u8) -> Option<Compressor> {
         Some(match id {
             0 => Compressor::Noop,
@@ -166,6 +174,126 @@ impl<'a> OpCompressed<'a> {
     }
 }
 
+impl OpCompressed<'_> {
+    /// The first `max` bytes (at most) of the original message's body — the
+    /// flag bits and the start of the command — inflating no more than
+    /// needed for them: what the forwarding side reads of a compressed
+    /// request to tell whether it is answered and how long it may take.
+    /// Snappy's first bytes are a literal read in place; zlib inflates into
+    /// a bounded reader; zstd uses one decoding context per thread, its
+    /// window capped at 8 MiB (a frame that needs more is an error here).
+    pub fn inflate_prefix(&self, max: usize) -> Result<Vec<u8>, WireError> {
+        let max = max.min(self.uncompressed_size);
+        let bad = |what| WireError::BadCompressed(what);
+        match self.compressor {
+            Compressor::Noop => Ok(self.data.get(..max).ok_or(bad("short noop data"))?.to_vec()),
+            Compressor::Snappy => snappy_prefix(self.data, max).ok_or(bad("invalid snappy data")),
+            Compressor::Zlib => {
+                let mut out = Vec::with_capacity(max);
+                flate2::bufread::ZlibDecoder::new(self.data)
+                    .take(max as u64)
+                    .read_to_end(&mut out)
+                    .map_err(|_| bad("invalid zlib data"))?;
+                Ok(out)
+            }
+            Compressor::Zstd => ZSTD_PREFIX.with(|cell| {
+                let mut dctx = cell.borrow_mut();
+                let mut out = Vec::with_capacity(max);
+                zstd::stream::read::Decoder::with_context(self.data, &mut dctx)
+                    .single_frame()
+                    .take(max as u64)
+                    .read_to_end(&mut out)
+                    .map_err(|_| bad("invalid zstd data"))?;
+                Ok(out)
+            }),
+        }
+    }
+}
+
+thread_local! {
+    /// The zstd context `inflate_prefix` reuses (creating one per message
+    /// costs more than decoding a short prefix).
+    static ZSTD_PREFIX: std::cell::RefCell<zstd::zstd_safe::DCtx<'static>> = {
+        let mut dctx = zstd::zstd_safe::DCtx::create();
+        // 2^23 = 8 MiB of window at most per thread.
+        let _ = dctx.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(23));
+        std::cell::RefCell::new(dctx)
+    };
+}
+
+/// The first `max` bytes of a raw snappy block, decoding its elements
+/// (literals, and copies of what came before) only until that many bytes
+/// are out. `None` if the data is not valid snappy that far.
+fn snappy_prefix(data: &[u8], max: usize) -> Option<Vec<u8>> {
+    // The preamble: the uncompressed length as a varint.
+    let mut pos = 0;
+    loop {
+        let b = *data.get(pos)?;
+        pos += 1;
+        if b & 0x80 == 0 {
+            break;
+        }
+        if pos >= 5 {
+            return None;
+        }
+    }
+    let mut out = Vec::with_capacity(max);
+    let le = |bytes: &[u8]| {
+        bytes
+            .iter()
+            .rev()
+            .fold(0usize, |acc, b| (acc << 8) | *b as usize)
+    };
+    while out.len() < max && pos < data.len() {
+        let tag = data[pos];
+        pos += 1;
+        let (len, offset) = match tag & 0b11 {
+            0 => {
+                let len = match tag >> 2 {
+                    n @ 0..=59 => n as usize + 1,
+                    n => {
+                        // 60..63: the length - 1 in the next 1..4 bytes.
+                        let bytes = (n - 59) as usize;
+                        let raw = data.get(pos..pos + bytes)?;
+                        pos += bytes;
+                        le(raw) + 1
+                    }
+                };
+                let literal = data.get(pos..pos.checked_add(len)?)?;
+                pos += len;
+                let room = max - out.len();
+                out.extend_from_slice(&literal[..len.min(room)]);
+                continue;
+            }
+            1 => {
+                let low = *data.get(pos)? as usize;
+                pos += 1;
+                (
+                    4 + ((tag >> 2) & 0b111) as usize,
+                    ((tag as usize >> 5) << 8) | low,
+                )
+            }
+            2 => {
+                let raw = data.get(pos..pos + 2)?;
+                pos += 2;
+                ((tag >> 2) as usize + 1, le(raw))
+            }
+            _ => {
+                let raw = data.get(pos..pos + 4)?;
+                pos += 4;
+                ((tag >> 2) as usize + 1, le(raw))
+            }
+        };
+        if offset == 0 || offset > out.len() {
+            return None;
+        }
+        for _ in 0..len.min(max - out.len()) {
+            out.push(out[out.len() - offset]);
+        }
+    }
+    Some(out)
+}
+
 /// Reads at most `declared + 1` bytes so a bomb is detected after one byte
 /// too many, never after inflating it all.
 fn read_bounded(
@@ -263,15 +391,41 @@ mod tests {
         }
     }
 
+    /// The prefix is the original body's first bytes, for every compressor
+    /// and every prefix length, on data with repeats (snappy copies) and
+    /// without; garbage gives an error, never a panic.
+    #[test]
+    fn a_prefix_is_the_start_of_the_body() {
+        let repetitive = op_msg::encode(
+            3,
+            0,
+            op_msg::MORE_TO_COME,
+            rawdoc! {"insert": "c", "documents": [{"a": "ab".repeat(500)}], "$db": "d"}.as_bytes(),
+            &[],
+        );
+        for frame in [sample(), repetitive] {
+            for c in Compressor::ALL {
+                let z = compress(&frame, c).unwrap();
+                let env = OpCompressed::parse(&z).unwrap();
+                for max in [0, 1, 4, 5, 64, 512, 100_000] {
+                    let want = &frame[HEADER_LEN..(HEADER_LEN + max).min(frame.len())];
+                    assert_eq!(env.inflate_prefix(max).unwrap(), want, "{c:?} {max}");
+                }
+            }
+        }
+        for c in [Compressor::Snappy, Compressor::Zlib, Compressor::Zstd] {
+            let mut z = compress(&sample(), c).unwrap();
+            for b in z[HEADER_LEN + 9..].iter_mut() {
+                *b = 0xff;
+            }
+            let _ = OpCompressed::parse(&z).unwrap().inflate_prefix(64);
+        }
+    }
+
     #[test]
     fn every_compressor_round_trips() {
         let frame = sample();
-        for c in [
-            Compressor::Noop,
-            Compressor::Snappy,
-            Compressor::Zlib,
-            Compressor::Zstd,
-        ] {
+        for c in Compressor::ALL {
             let z = compress(&frame, c).unwrap();
             let parsed = OpCompressed::parse(&z).unwrap();
             assert_eq!(parsed.compressor, c);
@@ -283,12 +437,7 @@ mod tests {
     #[test]
     fn lying_sizes_are_errors() {
         let frame = sample();
-        for c in [
-            Compressor::Noop,
-            Compressor::Snappy,
-            Compressor::Zlib,
-            Compressor::Zstd,
-        ] {
+        for c in Compressor::ALL {
             for delta in [-1i32, 1, 1000] {
                 let mut z = compress(&frame, c).unwrap();
                 let declared = read_i32(&z, HEADER_LEN + 4).unwrap() + delta;

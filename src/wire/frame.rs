@@ -2,16 +2,14 @@
 //!
 //! [`check`] looks at the start of a buffer and answers "need more bytes"
 //! (`Ok(None)`), "a complete message of N bytes" (`Ok(Some(N))`) or "this is
-//! not the wire protocol" (`Err`). The length and opcode are checked as soon
-//! as the 16-byte header is in, before any buffer is grown for the body; the
-//! structure of OP_MSG / OP_QUERY / OP_REPLY / OP_COMPRESSED (section kinds
-//! and lengths, document bounds, declared sizes) once the whole message is in.
-//! The BSON inside documents is not validated here: that is the backend's
-//! job (and the analysis side's, off the hot path).
+//! not the wire protocol" (`Err`), from the 16-byte header alone: the length
+//! within bounds and an opcode that exists, checked before any buffer is
+//! grown for the body. What is inside (OP_MSG section kinds, document bounds,
+//! compressed envelopes) is the backend's to judge — a newer server may
+//! accept sections this proxy has never heard of (payload type 3) — and the
+//! analysis side's, off the hot path, which counts what it cannot read.
 
-use super::{
-    Header, OpCode, OpCompressed, OpMsg, OpQuery, OpReply, WireError, HEADER_LEN, MAX_MESSAGE_SIZE,
-};
+use super::{Header, OpCode, HEADER_LEN, MAX_MESSAGE_SIZE};
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
@@ -21,11 +19,6 @@ pub enum FrameError {
     TooLong(i32),
     #[error("unknown opcode {0}")]
     UnknownOpCode(i32),
-    #[error("malformed {opcode}: {error}")]
-    Malformed {
-        opcode: &'static str,
-        error: WireError,
-    },
     #[error("the peer sent {0} on a port that speaks the MongoDB wire protocol")]
     Foreign(&'static str),
 }
@@ -37,7 +30,6 @@ impl FrameError {
             FrameError::TooShort(_) => "length_too_short",
             FrameError::TooLong(_) => "length_too_long",
             FrameError::UnknownOpCode(_) => "unknown_opcode",
-            FrameError::Malformed { .. } => "malformed",
             FrameError::Foreign(_) => "foreign_protocol",
         }
     }
@@ -47,14 +39,7 @@ impl FrameError {
 /// returns its length. `Ok(None)` means more bytes are needed (the caller can
 /// use [`expected_len`] to reserve exactly what is missing).
 pub fn check(buf: &[u8]) -> Result<Option<usize>, FrameError> {
-    let Some(len) = expected_len(buf)? else {
-        return Ok(None);
-    };
-    let Some(frame) = buf.get(..len) else {
-        return Ok(None);
-    };
-    validate(frame)?;
-    Ok(Some(len))
+    Ok(expected_len(buf)?.filter(|len| buf.len() >= *len))
 }
 
 /// The length the header at the start of `buf` declares, once it is checked
@@ -74,25 +59,6 @@ pub fn expected_len(buf: &[u8]) -> Result<Option<usize>, FrameError> {
         return Err(FrameError::UnknownOpCode(header.op_code));
     }
     Ok(Some(len as usize))
-}
-
-/// Structural validation of one whole frame.
-fn validate(frame: &[u8]) -> Result<(), FrameError> {
-    // `expected_len` has already accepted the opcode.
-    let opcode = Header::parse(frame)
-        .and_then(|h| h.opcode())
-        .ok_or(FrameError::TooShort(frame.len() as i32))?;
-    let result = match opcode {
-        OpCode::Msg => OpMsg::parse(frame).map(drop),
-        OpCode::Query => OpQuery::parse(frame).map(drop),
-        OpCode::Reply => OpReply::parse(frame).map(drop),
-        OpCode::Compressed => OpCompressed::parse(frame).map(drop),
-        _ => Ok(()),
-    };
-    result.map_err(|error| FrameError::Malformed {
-        opcode: opcode.name(),
-        error,
-    })
 }
 
 /// Recognises the first bytes of protocols people send to the wrong port,
@@ -119,12 +85,10 @@ fn msg_flags(message: &[u8]) -> u32 {
         .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// Whether the backend will answer this request: every request but an
-/// OP_MSG with `moreToCome` (fire-and-forget writes). This and
-/// [`more_to_come`] are the one place `moreToCome` is read.
-///
-/// OP_COMPRESSED carries its flags inside the compressed data; it is taken
-/// as answered, as everything but `w: 0` writes is.
+/// Whether the backend will answer this (uncompressed) request: every
+/// request but an OP_MSG with `moreToCome` (fire-and-forget writes) and the
+/// legacy write opcodes. The analysis side asks it of inflated messages;
+/// the forwarding side uses [`peek`], which also reads compressed ones.
 pub fn expects_reply(message: &[u8]) -> bool {
     match Header::parse(message).and_then(|h| h.opcode()) {
         Some(OpCode::Msg) => msg_flags(message) & super::op_msg::MORE_TO_COME == 0,
@@ -134,10 +98,176 @@ pub fn expects_reply(message: &[u8]) -> bool {
 }
 
 /// Whether more replies follow this one without a request (an exhaust
-/// stream), or, on a request, that no reply will come.
+/// stream), or, on a request, that no reply will come. Reads the flags of
+/// compressed messages too (see [`peek`]).
 pub fn more_to_come(message: &[u8]) -> bool {
-    Header::parse(message).and_then(|h| h.opcode()) == Some(OpCode::Msg)
-        && msg_flags(message) & super::op_msg::MORE_TO_COME != 0
+    match Header::parse(message).and_then(|h| h.opcode()) {
+        Some(OpCode::Msg) => msg_flags(message) & super::op_msg::MORE_TO_COME != 0,
+        Some(OpCode::Compressed) => {
+            let peek = peek(message);
+            peek.opcode == Some(OpCode::Msg) && peek.answer == Answer::None
+        }
+        _ => false,
+    }
+}
+
+/// When the backend answers a request, as far as its first bytes tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Never: an OP_MSG with `moreToCome` (a `w: 0` write), or a legacy
+    /// write opcode.
+    None,
+    /// Promptly: the backend works on it and answers.
+    Prompt,
+    /// After holding it up to this many milliseconds by design: a streaming
+    /// `hello` (`maxAwaitTimeMS`), a `getMore` on an awaitData cursor
+    /// (`maxTimeMS`).
+    Awaits(u64),
+}
+
+/// What the forwarding side reads of a message: enough to track requests
+/// and replies (`proxy::session`), never the documents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peek {
+    /// The message's own opcode, or for OP_COMPRESSED the original one.
+    pub opcode: Option<OpCode>,
+    /// For a request, when it is answered; for a reply, `None` when more
+    /// replies follow (`moreToCome`), `Prompt` otherwise.
+    pub answer: Answer,
+    /// A `hello` / `isMaster` command (whose reply the topology rewrite
+    /// may need to see).
+    pub hello: bool,
+}
+
+/// Bytes of a compressed message's body inflated to peek at it: its flags
+/// and the first elements of its command.
+const PEEK_PREFIX: usize = 512;
+
+/// Reads a whole message's opcode, flags and command name (and for hello
+/// and getMore, how long the server may hold them), inflating at most
+/// [`PEEK_PREFIX`] bytes of a compressed one. Malformed bytes give a
+/// prompt, non-hello answer: the backend judges them.
+pub fn peek(message: &[u8]) -> Peek {
+    let prompt = |opcode| Peek {
+        opcode,
+        answer: Answer::Prompt,
+        hello: false,
+    };
+    let Some(opcode) = Header::parse(message).and_then(|h| h.opcode()) else {
+        return prompt(None);
+    };
+    let body = message.get(HEADER_LEN..).unwrap_or_default();
+    match opcode {
+        OpCode::Msg => peek_msg_body(body),
+        OpCode::Compressed => {
+            let Ok(envelope) = super::OpCompressed::parse(message) else {
+                return prompt(Some(opcode));
+            };
+            let original = envelope.original_opcode;
+            match (original, envelope.inflate_prefix(PEEK_PREFIX)) {
+                (OpCode::Msg, Ok(prefix)) => peek_msg_body(&prefix),
+                (OpCode::Query, Ok(prefix)) => peek_query_body(&prefix),
+                _ => Peek {
+                    opcode: Some(original),
+                    ..peek_legacy(original)
+                },
+            }
+        }
+        OpCode::Query => peek_query_body(body),
+        other => peek_legacy(other),
+    }
+}
+
+fn peek_legacy(opcode: OpCode) -> Peek {
+    let answer = match opcode {
+        OpCode::Insert | OpCode::Update | OpCode::Delete | OpCode::KillCursors => Answer::None,
+        _ => Answer::Prompt,
+    };
+    Peek {
+        opcode: Some(opcode),
+        answer,
+        hello: false,
+    }
+}
+
+/// An OP_MSG body (flags, then sections), whole or a prefix of it.
+fn peek_msg_body(body: &[u8]) -> Peek {
+    let mut peek = Peek {
+        opcode: Some(OpCode::Msg),
+        answer: Answer::Prompt,
+        hello: false,
+    };
+    let Some(flags) = super::read_u32(body, 0) else {
+        return peek;
+    };
+    if flags & super::op_msg::MORE_TO_COME != 0 {
+        peek.answer = Answer::None;
+        return peek;
+    }
+    // The body section: drivers send it first; a few sections are skipped
+    // to find it otherwise.
+    let mut pos = 4;
+    for _ in 0..8 {
+        let Some(&kind) = body.get(pos) else {
+            return peek;
+        };
+        if kind == 0 {
+            let doc = &body[pos + 1..];
+            (peek.answer, peek.hello) = command_timing(doc);
+            return peek;
+        }
+        let Some(size) = super::read_i32(body, pos + 1).filter(|s| *s > 0) else {
+            return peek;
+        };
+        pos = pos + 1 + size as usize;
+    }
+    peek
+}
+
+/// An OP_QUERY body: flags, collection name, skip, limit, then the query.
+fn peek_query_body(body: &[u8]) -> Peek {
+    let hello = body
+        .get(4..)
+        .and_then(|rest| rest.iter().position(|b| *b == 0).map(|nul| 4 + nul + 1 + 8))
+        .and_then(|at| body.get(at..))
+        .is_some_and(|doc| command_timing(doc).1);
+    Peek {
+        opcode: Some(OpCode::Query),
+        answer: Answer::Prompt,
+        hello,
+    }
+}
+
+/// From a command document (maybe cut short): when it is answered, and
+/// whether it is a hello.
+fn command_timing(doc: &[u8]) -> (Answer, bool) {
+    let mut elements = super::bson_walk::elements(doc).map_while(Result::ok);
+    let Some(first) = elements.next() else {
+        return (Answer::Prompt, false);
+    };
+    let (hello, waits_for) = match first.key {
+        b"hello" | b"isMaster" | b"ismaster" => (true, &b"maxAwaitTimeMS"[..]),
+        b"getMore" => (false, &b"maxTimeMS"[..]),
+        _ => return (Answer::Prompt, false),
+    };
+    let waits = elements
+        .take(32)
+        .find(|e| e.key == waits_for)
+        .and_then(|e| number(&e))
+        .filter(|ms| *ms > 0);
+    (waits.map_or(Answer::Prompt, Answer::Awaits), hello)
+}
+
+/// A non-negative integer from a BSON int32, int64 or double.
+fn number(e: &super::bson_walk::Element<'_>) -> Option<u64> {
+    let v = e.value;
+    let n = match e.element_type {
+        0x10 => super::read_i32(v, 0)? as i64,
+        0x12 => i64::from_le_bytes(v.get(..8)?.try_into().ok()?),
+        0x01 => f64::from_le_bytes(v.get(..8)?.try_into().ok()?) as i64,
+        _ => return None,
+    };
+    u64::try_from(n).ok()
 }
 
 #[cfg(test)]
@@ -192,16 +322,71 @@ mod tests {
     }
 
     #[test]
-    fn structure_is_checked_once_complete() {
-        let mut frame = ping();
-        frame[HEADER_LEN + 4] = 7;
-        assert!(matches!(
-            check(&frame),
-            Err(FrameError::Malformed {
-                opcode: "OP_MSG",
-                ..
-            })
+    fn what_is_inside_is_not_judged_here() {
+        // An unknown section kind (7), and payload type 3: whole messages,
+        // for the backend to accept or refuse.
+        for kind in [3u8, 7] {
+            let mut frame = ping();
+            frame[HEADER_LEN + 4] = kind;
+            assert_eq!(check(&frame), Ok(Some(frame.len())), "kind {kind}");
+        }
+    }
+
+    #[test]
+    fn peek_tells_when_a_request_is_answered() {
+        use crate::wire::compressed::{compress, Compressor};
+        let msg =
+            |flags, body: bson::RawDocumentBuf| op_msg::encode(1, 0, flags, body.as_bytes(), &[]);
+        let w0 = msg(
+            op_msg::MORE_TO_COME,
+            rawdoc! {"insert": "c", "documents": [{"a": 1}], "writeConcern": {"w": 0}, "$db": "d"},
+        );
+        let streaming = msg(
+            op_msg::EXHAUST_ALLOWED,
+            rawdoc! {"hello": 1, "topologyVersion": {"processId": bson::oid::ObjectId::new(), "counter": 0i64}, "maxAwaitTimeMS": 10_000i64, "$db": "admin"},
+        );
+        let await_data = msg(
+            0,
+            rawdoc! {"getMore": 5i64, "collection": "c", "maxTimeMS": 2_500i32, "$db": "d"},
+        );
+        let plain_getmore = msg(0, rawdoc! {"getMore": 5i64, "collection": "c", "$db": "d"});
+        let cases = [
+            (w0, Answer::None, false),
+            (streaming, Answer::Awaits(10_000), true),
+            (await_data, Answer::Awaits(2_500), false),
+            (plain_getmore, Answer::Prompt, false),
+            (ping(), Answer::Prompt, false),
+        ];
+        for (frame, answer, hello) in &cases {
+            let p = peek(frame);
+            assert_eq!((p.answer, p.hello), (*answer, *hello));
+            for c in Compressor::ALL {
+                let z = compress(frame, c).unwrap();
+                let p = peek(&z);
+                assert_eq!(p.opcode, Some(OpCode::Msg));
+                assert_eq!((p.answer, p.hello), (*answer, *hello), "{c:?}");
+            }
+        }
+        assert!(more_to_come(
+            &compress(&cases[0].0, Compressor::Zlib).unwrap()
         ));
+        // The handshake over OP_QUERY, and a legacy write.
+        let is_master = crate::wire::op_query::encode_query(
+            1,
+            "admin.$cmd",
+            rawdoc! {"isMaster": 1}.as_bytes(),
+        );
+        assert!(peek(&is_master).hello);
+        let mut legacy_insert = is_master.clone();
+        legacy_insert[12..16].copy_from_slice(&2002i32.to_le_bytes());
+        assert_eq!(peek(&legacy_insert).answer, Answer::None);
+        // Garbage after a good header (moreToCome clear): answered, not a
+        // hello.
+        let mut bad = ping();
+        for b in bad[HEADER_LEN..].iter_mut() {
+            *b = 0xe1;
+        }
+        assert_eq!(peek(&bad).answer, Answer::Prompt);
     }
 
     #[test]

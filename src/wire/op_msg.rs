@@ -1,5 +1,7 @@
 //! OP_MSG (opcode 2013): flag bits, one kind-0 body section, any number of
-//! kind-1 document sequences, and an optional CRC-32C checksum.
+//! kind-1 document sequences, an optional kind-3 trace context (payload type
+//! 3: one document, `{otel: {traceparent: …}}`, sent by drivers to servers
+//! that announce support) and an optional CRC-32C checksum.
 
 use super::{read_cstr, read_doc, read_i32, read_u32, Header, WireError, HEADER_LEN};
 use std::ops::Range;
@@ -26,6 +28,8 @@ pub struct OpMsg<'a> {
     body_range: Range<usize>,
     /// All section bytes (between the flags and the checksum).
     sections: &'a [u8],
+    /// The kind-3 trace-context document, if the message carries one.
+    pub trace_context: Option<&'a [u8]>,
     pub checksum: Option<u32>,
 }
 
@@ -89,6 +93,7 @@ impl<'a> OpMsg<'a> {
             (frame.len(), None)
         };
         let mut body = None;
+        let mut trace_context = None;
         let mut pos = sections_start;
         while pos < sections_end {
             let kind = frame[pos];
@@ -117,7 +122,15 @@ impl<'a> OpMsg<'a> {
                     ))?;
                     pos = end;
                 }
-                _ => return Err(WireError::BadOpMsg("section kind other than 0 or 1")),
+                3 => {
+                    let doc = read_doc(&frame[..sections_end], start)?;
+                    if trace_context.is_some() {
+                        return Err(WireError::BadOpMsg("more than one trace-context section"));
+                    }
+                    trace_context = Some(doc);
+                    pos = start + doc.len();
+                }
+                _ => return Err(WireError::BadOpMsg("section kind other than 0, 1 or 3")),
             }
         }
         let body_range = body.ok_or(WireError::BadOpMsg("no body section"))?;
@@ -127,6 +140,7 @@ impl<'a> OpMsg<'a> {
             body: &frame[body_range.clone()],
             body_range,
             sections: &frame[sections_start..sections_end],
+            trace_context,
             checksum,
         })
     }
@@ -303,6 +317,27 @@ mod tests {
     }
 
     #[test]
+    fn payload_type_3_is_read_beside_the_others() {
+        let mut frame = insert_msg(0);
+        let trace = rawdoc! {"otel": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}};
+        frame.push(3);
+        frame.extend_from_slice(trace.as_bytes());
+        let len = frame.len() as i32;
+        frame[..4].copy_from_slice(&len.to_le_bytes());
+        let msg = OpMsg::parse(&frame).unwrap();
+        assert_eq!(msg.trace_context, Some(trace.as_bytes()));
+        assert_eq!(msg.sequences().next().unwrap().documents().count(), 2);
+        frame.push(3);
+        frame.extend_from_slice(trace.as_bytes());
+        let len = frame.len() as i32;
+        frame[..4].copy_from_slice(&len.to_le_bytes());
+        assert_eq!(
+            OpMsg::parse(&frame).unwrap_err(),
+            WireError::BadOpMsg("more than one trace-context section")
+        );
+    }
+
+    #[test]
     fn rejects_bad_structure() {
         let frame = insert_msg(0);
         // Section kind 2 (internal) and other values are refused.
@@ -310,7 +345,7 @@ mod tests {
         bad[HEADER_LEN + 4] = 2;
         assert_eq!(
             OpMsg::parse(&bad).unwrap_err(),
-            WireError::BadOpMsg("section kind other than 0 or 1")
+            WireError::BadOpMsg("section kind other than 0, 1 or 3")
         );
         // Unknown required flag bit.
         let mut bad = frame.clone();
