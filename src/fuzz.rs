@@ -136,7 +136,9 @@ pub const TARGETS: &[(&str, Target)] = &[
 ];
 
 /// The framing the forwarding loops use on every read: a stream of bytes
-/// split into messages, or an error, never a panic.
+/// split into messages, or an error, never a panic; and what they read of
+/// each message to track it (`frame::peek`: flags, command name, awaitable
+/// waits, a bounded prefix of compressed ones).
 pub fn frame_decoder(data: &[u8]) {
     on_stack(FORWARDING_STACK, frames, data)
 }
@@ -148,6 +150,9 @@ fn frames(data: &[u8]) {
         match frame::check(&data[at..]) {
             Ok(Some(len)) => {
                 assert!(len >= wire::HEADER_LEN && at + len <= data.len());
+                let message = &data[at..at + len];
+                let _ = frame::peek(message);
+                let _ = frame::more_to_come(message);
                 at += len;
             }
             Ok(None) => break,

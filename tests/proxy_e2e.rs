@@ -374,6 +374,84 @@ async fn tls_client_certificates_when_a_client_ca_is_set() {
     proxy.shutdown().await;
 }
 
+/// With TLS on both sides and wirelint presenting its own client
+/// certificate upstream (a backend that requires one), a client asking for
+/// MONGODB-X509 authentication — in the handshake (speculative, as drivers
+/// do) or with an explicit `authenticate` — gets AuthenticationFailed with
+/// wirelint's reason, and nothing reaches the backend; SCRAM-less clients
+/// work as before. With `allow_x509_passthrough`, the backend answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x509_impersonation_is_refused() {
+    let certs = common::make_certs();
+    let backend = Backend::start(BackendOptions {
+        tls: Some((certs.server_cert.clone(), certs.server_key.clone())),
+        tls_client_ca: Some(certs.ca.clone()),
+        ..Default::default()
+    });
+    let upstream = format!(
+        "mongodb://localhost:{}/?tls=true&tlsCAFile={}&tlsCertificateKeyFile={}",
+        backend.tls_port.unwrap(),
+        certs.ca.display(),
+        certs.client_pem.display()
+    );
+    for allow in [false, true] {
+        let mut settings = common::settings(&upstream);
+        settings.forward.tls = Some(wirelint::config::ClientTls {
+            cert: certs.server_cert.clone(),
+            key: certs.server_key.clone(),
+            client_ca: None,
+        });
+        settings.forward.allow_x509_passthrough = allow;
+        let proxy = common::proxy_with(settings).await;
+        let port = proxy.local_addr().port();
+        let tls = format!(
+            "mongodb://localhost:{port}/?tls=true&tlsCAFile={}",
+            certs.ca.display()
+        );
+        // An ordinary client works: the guard leaves other traffic alone.
+        let plain = common::client(&tls).await;
+        let coll = plain.database("x509").collection::<Document>("c");
+        coll.insert_one(doc! {"a": 1}).await.unwrap();
+        // An explicit authenticate.
+        let explicit = plain
+            .database("$external")
+            .run_command(doc! {"authenticate": 1, "mechanism": "MONGODB-X509"})
+            .await
+            .unwrap_err()
+            .to_string();
+        // The handshake's speculative authentication (the driver's way).
+        let x509 = format!(
+            "{tls}&tlsCertificateKeyFile={}&authMechanism=MONGODB-X509",
+            certs.client_pem.display()
+        );
+        let speculative = match mongodb::Client::with_uri_str(&x509).await {
+            Ok(c) => c
+                .database("admin")
+                .run_command(doc! {"ping": 1})
+                .await
+                .unwrap_err()
+                .to_string(),
+            Err(e) => e.to_string(),
+        };
+        for (how, error) in [("explicit", &explicit), ("speculative", &speculative)] {
+            if allow {
+                assert!(
+                    !error.contains("wirelint refuses"),
+                    "{how}, passthrough allowed: {error}"
+                );
+            } else {
+                assert!(
+                    error.contains("wirelint refuses MONGODB-X509 authentication")
+                        && error.contains("--allow-x509-passthrough"),
+                    "{how}: {error}"
+                );
+            }
+        }
+        assert!(coll.count_documents(doc! {}).await.unwrap() >= 1);
+        proxy.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_on_the_upstream_side() {
     let certs = common::make_certs();

@@ -116,6 +116,10 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_NO_TOPOLOGY_REWRITE")]
     pub no_topology_rewrite: bool,
 
+    /// Forward clients' MONGODB-X509 authentication although the upstream URI gives wirelint a client certificate (tlsCertificateKeyFile): every client that reaches wirelint could then authenticate as that certificate's user. Without it, such attempts get an AuthenticationFailed error.
+    #[arg(long, env = "WIRELINT_ALLOW_X509_PASSTHROUGH")]
+    pub allow_x509_passthrough: bool,
+
     /// Write a JSON report (patterns, shapes, findings, counters) here, periodically and at shutdown.
     #[arg(long, env = "WIRELINT_REPORT", value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -242,6 +246,8 @@ impl ProxyArgs {
         }
         settings.analysis.enabled =
             !(self.no_analysis || section.and_then(|s| s.analysis) == Some(false));
+        settings.forward.allow_x509_passthrough = self.allow_x509_passthrough
+            || section.and_then(|s| s.allow_x509_passthrough) == Some(true);
         settings.forward.rewrite_topology =
             !(self.no_topology_rewrite || section.and_then(|s| s.rewrite_topology) == Some(false));
         settings.analysis.show_values =

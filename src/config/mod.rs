@@ -105,6 +105,7 @@ pub struct ProxySection {
     pub analysis_workers: Option<usize>,
     pub forward_memory: Option<String>,
     pub rewrite_topology: Option<bool>,
+    pub allow_x509_passthrough: Option<bool>,
     pub log_format: Option<String>,
     pub report: Option<PathBuf>,
     pub report_interval: Option<String>,

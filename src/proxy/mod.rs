@@ -82,6 +82,10 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Rewrite replica-set hello replies so drivers stay on the proxy.
     pub rewrite_topology: bool,
+    /// Forward clients' `MONGODB-X509` authentication even though the
+    /// upstream URI gives wirelint a client certificate (every client could
+    /// then authenticate as that certificate's user). Off: refused.
+    pub allow_x509_passthrough: bool,
     /// Bytes all connections together may buffer for messages larger than
     /// 16 KiB; past it such messages wait their turn (see
     /// `session::BufferBudget`).
@@ -111,6 +115,7 @@ impl Settings {
             message_timeout: Some(DEFAULT_MESSAGE_TIMEOUT),
             shutdown_grace: Duration::from_secs(10),
             rewrite_topology: true,
+            allow_x509_passthrough: false,
             forward_memory: DEFAULT_FORWARD_MEMORY,
         }
     }
@@ -129,6 +134,9 @@ pub(crate) struct SessionContext {
     pub upstream_timeout: Option<Duration>,
     pub message_timeout: Option<Duration>,
     pub rewrite_topology: bool,
+    /// Answer clients' `MONGODB-X509` authentication with an error instead
+    /// of forwarding it (wirelint presents its own certificate upstream).
+    pub refuse_x509: bool,
     pub buffers: session::BufferBudget,
 }
 
@@ -170,6 +178,13 @@ impl Forwarder {
         let acceptor = settings.tls.as_ref().map(tls::acceptor).transpose()?;
         let upstream = Upstream::new(settings.upstream.clone(), settings.connect_timeout)?;
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let presents_certificate = settings.upstream.tls.certificate_key_file.is_some();
+        let refuse_x509 = presents_certificate && !settings.allow_x509_passthrough;
+        if refuse_x509 {
+            tracing::info!("wirelint presents a client certificate upstream (tlsCertificateKeyFile): clients' MONGODB-X509 authentication is refused (--allow-x509-passthrough to forward it)");
+        } else if presents_certificate {
+            tracing::warn!("clients' MONGODB-X509 authentication is forwarded while wirelint presents its own client certificate upstream: every client reaching wirelint can authenticate as that certificate's user (--allow-x509-passthrough)");
+        }
         let ctx = Arc::new(SessionContext {
             upstream,
             tapped: tap.enabled(),
@@ -181,6 +196,7 @@ impl Forwarder {
             upstream_timeout: settings.upstream_timeout,
             message_timeout: settings.message_timeout,
             rewrite_topology: settings.rewrite_topology,
+            refuse_x509,
             buffers: session::BufferBudget::new(settings.forward_memory),
         });
         let accept_loop = tokio::spawn(accept_loop(

@@ -115,6 +115,8 @@ mod tests {
             opcode: Some(OpCode::Msg),
             answer,
             hello,
+            x509: false,
+            whole: true,
         }
     }
 

@@ -108,6 +108,9 @@ impl Drop for Reservation {
 struct Shared {
     /// The connection's number (in logs and for the analysis).
     conn: u64,
+    /// Where the request side sends replies of the proxy's own for the
+    /// reply side to write (X.509 refusals), when it may give any.
+    answers: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
     /// Requests sent upstream that still await their (final) reply.
     requests: Mutex<Requests>,
     /// Notified when no request awaiting a prompt answer is left.
@@ -206,8 +209,15 @@ where
         }
     };
     let (upstream_read, upstream_write) = split_upstream(upstream);
+    let mut reply_side = Incoming::new(Instant::now());
+    let answers = ctx.refuse_x509.then(|| {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        reply_side.answers = Some(rx);
+        tx
+    });
     let shared = Arc::new(Shared {
         conn,
+        answers,
         requests: Mutex::new(Requests::default()),
         idle_notify: Notify::new(),
         last_read: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -226,7 +236,7 @@ where
     let replies = pump(
         upstream_read,
         client_write,
-        Incoming::new(Instant::now()),
+        reply_side,
         Direction::Reply,
         &ctx,
         &shared,
@@ -289,7 +299,11 @@ where
 async fn refuse<W: AsyncWrite + Unpin>(writer: &mut W, first: &[u8], message: &str) {
     let answer = async {
         writer
-            .write_all(&topology::error_reply(first, message))
+            .write_all(&topology::error_reply(
+                first,
+                message,
+                topology::HOST_UNREACHABLE,
+            ))
             .await?;
         writer.flush().await?;
         io::Result::Ok(())
@@ -373,6 +387,19 @@ struct Incoming {
     /// When the first byte of the message at the front arrived (for the
     /// client's first message: when it connected).
     started: Instant,
+    /// Replies the proxy gives itself (refusals), written on this side
+    /// between whole messages.
+    answers: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
+}
+
+/// What one `Incoming::fill` brought.
+enum Filled {
+    /// This many bytes (0: end of stream).
+    Read(usize),
+    /// Shutdown was requested.
+    Stop,
+    /// A reply of the proxy's own to write.
+    Answer(Vec<u8>),
 }
 
 impl Incoming {
@@ -381,14 +408,14 @@ impl Incoming {
             buf: BytesMut::with_capacity(READ_CHUNK),
             reserved: None,
             started,
+            answers: None,
         }
     }
 
     /// Reads once into the buffer: reserves budget first when a large
     /// message is being received, and waits no later than the message
-    /// timeout when `timed` (and, before the first message, the idle
-    /// timeout since the last byte). `Ok(None)` on shutdown, `Ok(Some(0))`
-    /// at end of stream.
+    /// timeout since the last byte), or until a reply of the proxy's own
+    /// is to be written.
     async fn fill<R: AsyncRead + Unpin>(
         &mut self,
         reader: &mut R,
@@ -396,13 +423,19 @@ impl Incoming {
         shutdown: Option<&mut tokio::sync::watch::Receiver<bool>>,
         timed: bool,
         idle_since: Option<Instant>,
-    ) -> Result<Option<usize>, PumpError> {
-        let announced = frame::expected_len(&self.buf).ok().flatten();
+    ) -> Result<Filled, PumpError> {
+        let Incoming {
+            buf,
+            reserved,
+            started,
+            answers,
+        } = self;
+        let announced = frame::expected_len(buf).ok().flatten();
         let message = ctx.message_timeout.filter(|_| timed).map(|limit| {
             (
-                self.started + limit,
+                *started + limit,
                 PumpError::Stalled {
-                    have: self.buf.len(),
+                    have: buf.len(),
                     limit,
                 },
             )
@@ -416,16 +449,19 @@ impl Incoming {
             (m, i) => m.or(i),
         };
         let read = async {
-            if self.reserved.is_none() {
+            if reserved.is_none() {
                 if let Some(len) = announced.filter(|len| *len > READ_CHUNK) {
-                    self.reserved = Some(ctx.buffers.reserve(len, &ctx.stats).await);
+                    *reserved = Some(ctx.buffers.reserve(len, &ctx.stats).await);
                 }
             }
-            self.buf.reserve(read_step(self.buf.len(), announced));
-            reader
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(PumpError::Read)
+            buf.reserve(read_step(buf.len(), announced));
+            reader.read_buf(buf).await.map_err(PumpError::Read)
+        };
+        let answer = async {
+            match answers {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
         };
         let (late_at, late) = match deadline {
             Some((at, error)) => (Some(at), Some(error)),
@@ -447,9 +483,10 @@ impl Incoming {
             }
         };
         tokio::select! {
-            n = read => n.map(Some),
+            n = read => n.map(Filled::Read),
             _ = stalled => Err(late.expect("a deadline was set")),
-            _ = stop => Ok(None),
+            _ = stop => Ok(Filled::Stop),
+            Some(frame) = answer => Ok(Filled::Answer(frame)),
         }
     }
 
@@ -477,10 +514,10 @@ impl Incoming {
                 .fill(reader, ctx, Some(shutdown), true, Some(last_byte))
                 .await?
             {
-                None => return Ok(None),
-                Some(0) if self.buf.is_empty() => return Ok(None),
-                Some(0) => return Err(PumpError::MidFrameEof(self.buf.len())),
-                Some(_) => last_byte = Instant::now(),
+                Filled::Stop | Filled::Answer(_) => return Ok(None),
+                Filled::Read(0) if self.buf.is_empty() => return Ok(None),
+                Filled::Read(0) => return Err(PumpError::MidFrameEof(self.buf.len())),
+                Filled::Read(_) => last_byte = Instant::now(),
             }
         }
     }
@@ -502,7 +539,12 @@ where
     // Whether nothing has come yet: a first message that is not the wire
     // protocol is named (HTTP, TLS) in the log line.
     let mut first = incoming.buf.is_empty();
-    let rewrite = direction == Direction::Reply && ctx.rewrite_topology;
+    // Messages set aside: replies to hellos to rewrite, requests for X.509
+    // authentication to refuse.
+    let special = match direction {
+        Direction::Reply => ctx.rewrite_topology,
+        Direction::Request => ctx.refuse_x509,
+    };
     // The message timeout is the client's: the upstream's pace is the
     // upstream timeout's business.
     let timed = direction == Direction::Request;
@@ -526,11 +568,13 @@ where
             let chunk = buf.split_to(end).freeze();
             // Tracked before it is written: a reply can come back as soon
             // as the first bytes are out.
-            let hellos = track(&chunk, direction, shared, rewrite);
-            if hellos.is_empty() {
+            let set_aside = track(&chunk, direction, shared, special);
+            if set_aside.is_empty() {
                 writer.write_all(&chunk).await.map_err(PumpError::Write)?;
+            } else if direction == Direction::Reply {
+                write_rewriting_hellos(&mut writer, &chunk, &set_aside, ctx).await?;
             } else {
-                write_rewriting_hellos(&mut writer, &chunk, &hellos, ctx).await?;
+                write_refusing_x509(&mut writer, &chunk, &set_aside, shared).await?;
             }
             hand_off(&chunk, direction, shared.conn, at, ctx);
             first = false;
@@ -560,8 +604,14 @@ where
             )
             .await?
         {
-            Some(n) => n,
-            None => return Ok(End::Shutdown),
+            Filled::Read(n) => n,
+            Filled::Stop => return Ok(End::Shutdown),
+            Filled::Answer(frame) => {
+                // Between whole messages: the buffer may hold the start of
+                // the next one, which stays there.
+                writer.write_all(&frame).await.map_err(PumpError::Write)?;
+                continue;
+            }
         };
         if n == 0 {
             return if incoming.buf.is_empty() {
@@ -611,6 +661,41 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Byte
     }
 }
 
+/// Writes a run of requests but those at `refused` (offset, length), which
+/// are answered instead with [`X509_REFUSED`] on the client's side.
+async fn write_refusing_x509<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    chunk: &Bytes,
+    refused: &[(usize, usize)],
+    shared: &Shared,
+) -> Result<(), PumpError> {
+    let mut from = 0;
+    for &(start, len) in refused {
+        writer
+            .write_all(&chunk[from..start])
+            .await
+            .map_err(PumpError::Write)?;
+        from = start + len;
+        tracing::warn!(
+            conn = shared.conn,
+            "refused a MONGODB-X509 authentication: wirelint presents its own certificate upstream (--allow-x509-passthrough to allow)"
+        );
+        let answer = topology::error_reply(
+            &chunk[start..start + len],
+            X509_REFUSED,
+            topology::AUTHENTICATION_FAILED,
+        );
+        if let Some(answers) = &shared.answers {
+            // Waits while the client does not read its replies.
+            let _ = answers.send(answer).await;
+        }
+    }
+    writer
+        .write_all(&chunk[from..])
+        .await
+        .map_err(PumpError::Write)
+}
+
 /// Writes a run of replies, replacing replica-set hello replies (among the
 /// replies to hellos, at `hellos`: (offset, length)) by their rewritten
 /// form and copying every other byte through unchanged.
@@ -644,14 +729,19 @@ async fn write_rewriting_hellos<W: AsyncWrite + Unpin>(
 /// Tracks the requests of a chunk about to be written, or matches its
 /// replies to them. For replies, returns where the replies to `hello`s are
 /// (offset, length) when `rewrite` asks for them.
+///
+/// What it returns, as (offset, length): for replies, the replies to
+/// `hello`s when `special` (the topology rewrite is on); for requests, those
+/// asking for X.509 authentication when `special` (they must be refused,
+/// see [`asks_for_x509`]), which are then not tracked.
 fn track(
     chunk: &[u8],
     direction: Direction,
     shared: &Shared,
-    rewrite: bool,
+    special: bool,
 ) -> Vec<(usize, usize)> {
     let now = shared.now();
-    let mut hellos = Vec::new();
+    let mut set_aside = Vec::new();
     let mut requests = shared.requests();
     for (start, len) in frames(chunk) {
         let message = &chunk[start..start + len];
@@ -659,11 +749,18 @@ fn track(
             continue;
         };
         match direction {
-            Direction::Request => requests.sent(header.request_id, &frame::peek(message), now),
+            Direction::Request => {
+                let peek = frame::peek(message);
+                if special && asks_for_x509(message, &peek) {
+                    set_aside.push((start, len));
+                } else {
+                    requests.sent(header.request_id, &peek, now);
+                }
+            }
             Direction::Reply => {
                 let more = frame::more_to_come(message);
-                if requests.replied(header.response_to, header.request_id, more, now) && rewrite {
-                    hellos.push((start, len));
+                if requests.replied(header.response_to, header.request_id, more, now) && special {
+                    set_aside.push((start, len));
                 }
             }
         }
@@ -671,8 +768,25 @@ fn track(
     if direction == Direction::Reply && requests.prompt() == 0 {
         shared.idle_notify.notify_one();
     }
-    hellos
+    set_aside
 }
+
+/// Whether a request asks for `MONGODB-X509` authentication. A compressed
+/// request whose command is longer than what `peek` inflates is inflated
+/// whole to be sure (drivers never compress authentication; only a client
+/// trying to slip past would).
+fn asks_for_x509(message: &[u8], peek: &frame::Peek) -> bool {
+    if peek.x509 || peek.whole {
+        return peek.x509;
+    }
+    crate::wire::OpCompressed::parse(message)
+        .and_then(|envelope| envelope.decompress())
+        .is_ok_and(|inner| frame::peek(&inner).x509)
+}
+
+/// The error a client gets for `MONGODB-X509` authentication while wirelint
+/// presents its own certificate upstream.
+const X509_REFUSED: &str = "wirelint refuses MONGODB-X509 authentication: it presents its own client certificate to the backend (tlsCertificateKeyFile in the upstream URI), so every client would be authenticated as that certificate's user. Authenticate with SCRAM (or another mechanism) through wirelint, or start wirelint with --allow-x509-passthrough if every client may act as that user.";
 
 /// Counts the messages of a forwarded chunk and hands each to the analysis
 /// queue.

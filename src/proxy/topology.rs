@@ -111,18 +111,25 @@ fn rewrite_body(body: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A hello-style error reply to the first request of a client whose
-/// upstream could not be reached, so the driver's error says why (instead
-/// of a bare "connection closed"). Answers OP_MSG with OP_MSG and anything
-/// else with OP_REPLY.
-pub fn error_reply(request: &[u8], message: &str) -> Vec<u8> {
+/// Server error codes the proxy answers with: (code, codeName).
+pub type ErrorCode = (i32, &'static str);
+/// The upstream could not be reached.
+pub const HOST_UNREACHABLE: ErrorCode = (6, "HostUnreachable");
+/// Authentication refused.
+pub const AUTHENTICATION_FAILED: ErrorCode = (18, "AuthenticationFailed");
+
+/// An error reply of the proxy's own to `request`, so the driver's error
+/// says why (the upstream could not be reached; X.509 refused) instead of a
+/// bare "connection closed". Answers OP_MSG with OP_MSG and anything else
+/// with OP_REPLY.
+pub fn error_reply(request: &[u8], message: &str, (code, name): ErrorCode) -> Vec<u8> {
     let header = Header::parse(request);
     let response_to = header.map(|h| h.request_id).unwrap_or(0);
     let doc = bson::rawdoc! {
         "ok": 0.0,
         "errmsg": message,
-        "code": 6i32,
-        "codeName": "HostUnreachable",
+        "code": code,
+        "codeName": name,
     };
     match header.and_then(|h| h.opcode()) {
         Some(OpCode::Msg) => op_msg::encode(0, response_to, 0, doc.as_bytes(), &[]),
@@ -258,7 +265,7 @@ mod tests {
             rawdoc! {"hello": 1, "$db": "admin"}.as_bytes(),
             &[],
         );
-        let reply = error_reply(&req, "wirelint: upstream down");
+        let reply = error_reply(&req, "wirelint: upstream down", HOST_UNREACHABLE);
         let msg = OpMsg::parse(&reply).unwrap();
         assert_eq!(msg.header.response_to, 77);
         let body = RawDocument::from_bytes(msg.body).unwrap();
@@ -268,7 +275,7 @@ mod tests {
             "admin.$cmd",
             rawdoc! {"isMaster": 1}.as_bytes(),
         );
-        let bytes = error_reply(&req, "x");
+        let bytes = error_reply(&req, "x", HOST_UNREACHABLE);
         let reply = OpReply::parse(&bytes).unwrap();
         assert_eq!(reply.header.response_to, 78);
     }

@@ -137,6 +137,12 @@ pub struct Peek {
     /// A `hello` / `isMaster` command (whose reply the topology rewrite
     /// may need to see).
     pub hello: bool,
+    /// Asks for `MONGODB-X509` authentication: an `authenticate` command,
+    /// or a hello's `speculativeAuthenticate`, naming that mechanism.
+    pub x509: bool,
+    /// Whether the whole command document was read (a compressed
+    /// message's may be cut at [`PEEK_PREFIX`]).
+    pub whole: bool,
 }
 
 /// Bytes of a compressed message's body inflated to peek at it: its flags
@@ -152,6 +158,8 @@ pub fn peek(message: &[u8]) -> Peek {
         opcode,
         answer: Answer::Prompt,
         hello: false,
+        x509: false,
+        whole: true,
     };
     let Some(opcode) = Header::parse(message).and_then(|h| h.opcode()) else {
         return prompt(None);
@@ -187,6 +195,8 @@ fn peek_legacy(opcode: OpCode) -> Peek {
         opcode: Some(opcode),
         answer,
         hello: false,
+        x509: false,
+        whole: true,
     }
 }
 
@@ -196,6 +206,8 @@ fn peek_msg_body(body: &[u8]) -> Peek {
         opcode: Some(OpCode::Msg),
         answer: Answer::Prompt,
         hello: false,
+        x509: false,
+        whole: true,
     };
     let Some(flags) = super::read_u32(body, 0) else {
         return peek;
@@ -212,9 +224,10 @@ fn peek_msg_body(body: &[u8]) -> Peek {
             return peek;
         };
         if kind == 0 {
-            let doc = &body[pos + 1..];
-            (peek.answer, peek.hello) = command_timing(doc);
-            return peek;
+            return Peek {
+                opcode: Some(OpCode::Msg),
+                ..read_command(&body[pos + 1..])
+            };
         }
         let Some(size) = super::read_i32(body, pos + 1).filter(|s| *s > 0) else {
             return peek;
@@ -226,36 +239,79 @@ fn peek_msg_body(body: &[u8]) -> Peek {
 
 /// An OP_QUERY body: flags, collection name, skip, limit, then the query.
 fn peek_query_body(body: &[u8]) -> Peek {
-    let hello = body
+    let query = body
         .get(4..)
         .and_then(|rest| rest.iter().position(|b| *b == 0).map(|nul| 4 + nul + 1 + 8))
-        .and_then(|at| body.get(at..))
-        .is_some_and(|doc| command_timing(doc).1);
+        .and_then(|at| body.get(at..));
+    let Some(query) = query else {
+        return Peek {
+            opcode: Some(OpCode::Query),
+            ..read_command(&[])
+        };
+    };
     Peek {
         opcode: Some(OpCode::Query),
+        // Legacy requests have no awaitable form.
         answer: Answer::Prompt,
-        hello,
+        ..read_command(query)
     }
 }
 
-/// From a command document (maybe cut short): when it is answered, and
-/// whether it is a hello.
-fn command_timing(doc: &[u8]) -> (Answer, bool) {
+/// From a command document (maybe cut short): when it is answered, whether
+/// it is a hello, whether it asks for X.509 authentication. Only hello,
+/// getMore and authenticate are looked into past their first key, and only
+/// their top level (and a hello's `speculativeAuthenticate`).
+fn read_command(doc: &[u8]) -> Peek {
+    let whole = super::read_i32(doc, 0).is_some_and(|len| len >= 5 && len as usize <= doc.len());
+    let mut peek = Peek {
+        opcode: None,
+        answer: Answer::Prompt,
+        hello: false,
+        x509: false,
+        whole,
+    };
     let mut elements = super::bson_walk::elements(doc).map_while(Result::ok);
     let Some(first) = elements.next() else {
-        return (Answer::Prompt, false);
+        return peek;
     };
-    let (hello, waits_for) = match first.key {
-        b"hello" | b"isMaster" | b"ismaster" => (true, &b"maxAwaitTimeMS"[..]),
-        b"getMore" => (false, &b"maxTimeMS"[..]),
-        _ => return (Answer::Prompt, false),
-    };
-    let waits = elements
-        .take(32)
-        .find(|e| e.key == waits_for)
-        .and_then(|e| number(&e))
-        .filter(|ms| *ms > 0);
-    (waits.map_or(Answer::Prompt, Answer::Awaits), hello)
+    let rest = elements.take(64);
+    match first.key {
+        b"hello" | b"isMaster" | b"ismaster" => {
+            peek.hello = true;
+            for e in rest {
+                match e.key {
+                    b"maxAwaitTimeMS" => peek.answer = awaits(&e),
+                    b"speculativeAuthenticate" if e.element_type == 0x03 => {
+                        peek.x509 = names_x509(e.value)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        b"getMore" => {
+            if let Some(e) = rest.into_iter().find(|e| e.key == b"maxTimeMS") {
+                peek.answer = awaits(&e);
+            }
+        }
+        b"authenticate" => peek.x509 = names_x509(doc),
+        _ => {}
+    }
+    peek
+}
+
+/// `Awaits(ms)` for a positive number, else `Prompt`.
+fn awaits(e: &super::bson_walk::Element<'_>) -> Answer {
+    number(e)
+        .filter(|ms| *ms > 0)
+        .map_or(Answer::Prompt, Answer::Awaits)
+}
+
+/// Whether a document's top-level `mechanism` is `MONGODB-X509`.
+fn names_x509(doc: &[u8]) -> bool {
+    super::bson_walk::elements(doc)
+        .map_while(Result::ok)
+        .take(64)
+        .any(|e| e.key == b"mechanism" && e.as_str() == Some("MONGODB-X509"))
 }
 
 /// A non-negative integer from a BSON int32, int64 or double.
@@ -387,6 +443,40 @@ mod tests {
             *b = 0xe1;
         }
         assert_eq!(peek(&bad).answer, Answer::Prompt);
+    }
+
+    #[test]
+    fn peek_finds_x509_authentication() {
+        use crate::wire::compressed::{compress, Compressor};
+        let msg = |body: bson::RawDocumentBuf| op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+        let x509 = rawdoc! {"authenticate": 1, "mechanism": "MONGODB-X509", "$db": "$external"};
+        let speculative = rawdoc! {"hello": 1, "client": {"driver": {"name": "x"}}, "speculativeAuthenticate": {"authenticate": 1, "mechanism": "MONGODB-X509", "db": "$external"}, "$db": "admin"};
+        let scram = rawdoc! {"hello": 1, "speculativeAuthenticate": {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "db": "admin"}, "$db": "admin"};
+        let elsewhere = rawdoc! {"find": "c", "filter": {"mechanism": "MONGODB-X509"}, "$db": "d"};
+        for (body, want) in [
+            (x509, true),
+            (speculative, true),
+            (scram, false),
+            (elsewhere, false),
+        ] {
+            let frame = msg(body.clone());
+            assert_eq!(peek(&frame).x509, want, "{body:?}");
+            assert!(peek(&frame).whole);
+            for c in Compressor::ALL {
+                assert_eq!(peek(&compress(&frame, c).unwrap()).x509, want, "{c:?}");
+            }
+        }
+        // Past the compressed prefix: not read, and said so.
+        let long = rawdoc! {"authenticate": 1, "pad": "p".repeat(600), "mechanism": "MONGODB-X509", "$db": "$external"};
+        let z = compress(&msg(long.clone()), Compressor::Zlib).unwrap();
+        assert!(!peek(&z).whole);
+        assert!(peek(&msg(long)).x509);
+        let legacy = crate::wire::op_query::encode_query(
+            1,
+            "$external.$cmd",
+            rawdoc! {"authenticate": 1, "mechanism": "MONGODB-X509"}.as_bytes(),
+        );
+        assert!(peek(&legacy).x509);
     }
 
     #[test]

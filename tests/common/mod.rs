@@ -50,6 +50,9 @@ pub struct BackendOptions {
     pub repl_set: Option<String>,
     /// (certificate, key) PEM files: FerretDB also listens with TLS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// A CA file: FerretDB's TLS port then requires client certificates
+    /// signed by it.
+    pub tls_client_ca: Option<PathBuf>,
     /// (user, password): SCRAM authentication required.
     pub user: Option<(String, String)>,
 }
@@ -89,6 +92,9 @@ impl Backend {
             args.push(format!("--listen-tls=127.0.0.1:{p}"));
             args.push(format!("--listen-tls-cert-file={}", cert.display()));
             args.push(format!("--listen-tls-key-file={}", key.display()));
+            if let Some(ca) = &options.tls_client_ca {
+                args.push(format!("--listen-tls-ca-file={}", ca.display()));
+            }
         }
         if let Some((user, password)) = &options.user {
             args.push(format!("--setup-username={user}"));
