@@ -14,6 +14,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "s3cr3t-4111-1111-1111-1111";
+/// Secrets planted in every position of the upstream URI.
+const URI_SECRETS: [&str; 6] = [
+    "plantUser",
+    "plantPw/x",
+    "plantPw%2Fx",
+    "plantToken",
+    "plantProxyPw",
+    "plantKeyPw",
+];
 
 fn wirelint() -> Command {
     common::wirelint_command()
@@ -173,6 +182,13 @@ fn assert_no_secret(what: &str, text: &str) {
         "{what} leaks a value:\n{}",
         &text[..text.len().min(4000)]
     );
+    for planted in URI_SECRETS {
+        assert!(
+            !text.contains(planted),
+            "{what} leaks {planted} from the upstream URI:\n{}",
+            &text[..text.len().min(4000)]
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,7 +197,12 @@ async fn every_output_is_complete_valid_and_free_of_values() {
     let dir = tempfile::tempdir().unwrap();
     let report_path = dir.path().join("report.json");
     let report_arg = report_path.display().to_string();
-    let upstream = backend.uri();
+    // Credentials and secret options in the upstream URI: unused for
+    // proxied traffic, and shown nowhere.
+    let upstream = format!(
+        "mongodb://plantUser:plantPw%2Fx@{}/?authMechanismProperties=AWS_SESSION_TOKEN:plantToken&proxyPassword=plantProxyPw&tlsCertificateKeyFilePassword=plantKeyPw",
+        backend.addr()
+    );
     let r = start(&[
         "proxy",
         "--listen",
@@ -328,4 +349,23 @@ fn report_and_diff_errors_are_clear() {
     assert_eq!(code, 2);
     assert!(out.contains("not a wirelint report"), "{out}");
     let _ = Path::new("");
+}
+
+/// A bad upstream URI is refused with an error that names the problem and
+/// quotes none of the secrets in it, whatever position they are in.
+#[test]
+fn upstream_errors_quote_no_secret() {
+    for bad in [
+        "plantUser:plantPw/x@127.0.0.1:1",
+        "postgres://plantUser:plantPw/x@127.0.0.1",
+        "mongodb://plantUser:plantPw/x@127.0.0.1:99999",
+        "mongodb://127.0.0.1/?proxyPassword=plantProxyPw%zz",
+        "mongodb://127.0.0.1/?tlsCertificateKeyFilePassword=plantKeyPw%ff&tls=maybe",
+        "mongodb://127.0.0.1/?authMechanismProperties=AWS_SESSION_TOKEN:plantToken&directConnection=x",
+    ] {
+        let (code, out) = run(&["proxy", "--listen", "127.0.0.1:0", "--upstream", bad]);
+        assert_eq!(code, 2, "{bad}: {out}");
+        assert!(out.contains("upstream"), "{bad}: {out}");
+        assert_no_secret(bad, &out);
+    }
 }

@@ -126,7 +126,7 @@ impl Proxy {
         tokio::spawn(tick(queue.clone(), shutdown_rx.clone()));
         if settings.analysis.enabled && settings.discover_partition_keys {
             tokio::spawn(discover_keys(
-                settings.upstream_raw.clone(),
+                settings.upstream_raw.expose().to_string(),
                 settings.forward.connect_timeout,
                 knowledge.clone(),
             ));
@@ -295,7 +295,8 @@ async fn discover_keys(uri: String, timeout: Duration, knowledge: Arc<Mutex<Know
             );
         }
         Err(e) => tracing::warn!(
-            "partition key discovery from config.collections failed (carrying on without it): {e}"
+            "partition key discovery from config.collections failed (carrying on without it): {}",
+            crate::proxy::uri::scrub(&e.to_string(), &uri)
         ),
     }
 }

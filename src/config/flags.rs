@@ -192,7 +192,7 @@ impl ProxyArgs {
             .unwrap_or_else(|| "127.0.0.1:27018".to_string());
         let mut settings = ProxySettings::new(&listen, "mongodb://placeholder")?;
         settings.forward.upstream = upstream;
-        settings.upstream_raw = upstream_text;
+        settings.upstream_raw = super::RawUri::new(upstream_text);
 
         let duration =
             |value: Option<(String, Origin)>, key: &str, default: Option<Duration>| match value {

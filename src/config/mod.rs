@@ -262,8 +262,30 @@ pub struct ProxySettings {
     /// Read partition keys from a sharded upstream's config.collections.
     pub discover_partition_keys: bool,
     /// The upstream URI as given (with credentials), for the discovery side
-    /// connection only; never logged.
-    pub upstream_raw: String,
+    /// connection only; never logged (its `Debug` shows it redacted).
+    pub upstream_raw: RawUri,
+}
+
+/// A URI as the user gave it, credentials included. Only [`RawUri::expose`]
+/// gives it out; `Debug` shows it through `proxy::uri::redact`.
+#[derive(Clone)]
+pub struct RawUri(String);
+
+impl RawUri {
+    pub fn new(uri: impl Into<String>) -> RawUri {
+        RawUri(uri.into())
+    }
+
+    /// The URI with its secrets, for connecting with it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RawUri {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", proxy::uri::redact(&self.0))
+    }
 }
 
 impl ProxySettings {
@@ -282,7 +304,7 @@ impl ProxySettings {
             admin: None,
             admin_token: None,
             discover_partition_keys: true,
-            upstream_raw: upstream.to_string(),
+            upstream_raw: RawUri::new(upstream),
         })
     }
 }

@@ -98,16 +98,14 @@ impl UpstreamUri {
         let rest = uri.strip_prefix("mongodb://").ok_or_else(|| {
             UriError(format!(
                 "upstream must start with mongodb:// (got `{}`)",
-                redact_userinfo(uri)
+                redact(uri)
             ))
         })?;
-        let (authority, tail) = match rest.find(['/', '?']) {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        let (has_credentials, hosts_part) = match authority.rsplit_once('@') {
-            Some((_, hosts)) => (true, hosts),
-            None => (false, authority),
+        let (userinfo, after) = split_userinfo(rest);
+        let has_credentials = userinfo.is_some();
+        let (hosts_part, tail) = match after.find(['/', '?']) {
+            Some(i) => (&after[..i], &after[i..]),
+            None => (after, ""),
         };
         let hosts = hosts_part
             .split(',')
@@ -121,16 +119,17 @@ impl UpstreamUri {
             direct_connection: None,
             tls: UpstreamTls::default(),
             connect_timeout: None,
-            redacted: format!("mongodb://{hosts_part}{tail}"),
+            redacted: redact(uri),
         };
         if has_credentials {
             tracing::debug!("credentials in the upstream URI are not used for proxied traffic: clients authenticate end to end");
         }
         for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| UriError(format!("URI option `{pair}` has no value")))?;
-            let value = percent_decode(value)?;
+            let (key, value) = pair.split_once('=').ok_or_else(|| {
+                UriError(format!("URI option `{}` has no value", redact_option(pair)))
+            })?;
+            let value = percent_decode(value)
+                .map_err(|why| UriError(format!("URI option {key}: the value {why}")))?;
             let flag = |v: &str| match v {
                 "true" => Ok(true),
                 "false" => Ok(false),
@@ -189,14 +188,103 @@ impl fmt::Display for UpstreamUri {
     }
 }
 
-fn redact_userinfo(uri: &str) -> String {
-    match (uri.find("://"), uri.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://{}", &uri[..s], &uri[at + 1..]),
-        _ => uri.to_string(),
+/// URI options whose values are secrets (compared in lower case).
+const SECRET_OPTIONS: [&str; 6] = [
+    "authmechanismproperties",
+    "proxypassword",
+    "proxyusername",
+    "tlscertificatekeyfilepassword",
+    "sslpemkeypassword",
+    "sslclientcertificatekeypassword",
+];
+
+/// What stands for a secret in what is shown.
+const REDACTED: &str = "<redacted>";
+
+/// A URI as it may be shown anywhere (errors, logs, reports, metrics): no
+/// user or password, and no value of an option that holds a secret
+/// (`authMechanismProperties`, `proxyPassword`, key-file passwords…). Works
+/// on anything it is given — a URI without its scheme, or not a URI at all
+/// — and is the one place wirelint redacts a URI.
+pub fn redact(uri: &str) -> String {
+    let (scheme, rest) = match uri.find("://") {
+        Some(i) => (&uri[..i + 3], &uri[i + 3..]),
+        None => ("", uri),
+    };
+    let (_, after) = split_userinfo(rest);
+    let (head, query) = match after.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (after, None),
+    };
+    let mut out = format!("{scheme}{head}");
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query.split('&').map(redact_option).collect();
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+/// One `key=value` URI option, its value replaced if it is a secret.
+fn redact_option(pair: &str) -> String {
+    let key = pair.split('=').next().unwrap_or("");
+    if SECRET_OPTIONS.contains(&key.to_ascii_lowercase().as_str()) {
+        format!("{key}={REDACTED}")
+    } else {
+        pair.to_string()
     }
 }
 
-fn percent_decode(s: &str) -> Result<String, UriError> {
+/// (userinfo, the rest) of what follows a URI's scheme. The userinfo ends
+/// at the last `@` before the query (a password may hold `/`, `@` or `:`
+/// that a client forgot to percent-encode: they must not be taken for
+/// hosts and echoed in an error).
+fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
+    let before_query = rest.split('?').next().unwrap_or(rest);
+    match before_query.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    }
+}
+
+/// Text that may quote the URI given as `uri` (a driver's error, say) with
+/// every secret it holds replaced: the user, the password and the secret
+/// options' values, as written and percent-decoded.
+pub fn scrub(text: &str, uri: &str) -> String {
+    let rest = uri.split_once("://").map_or(uri, |(_, rest)| rest);
+    let mut secrets: Vec<String> = Vec::new();
+    if let (Some(userinfo), _) = split_userinfo(rest) {
+        secrets.extend(userinfo.split(':').map(str::to_string));
+        secrets.push(userinfo.to_string());
+    }
+    if let Some((_, query)) = rest.split_once('?') {
+        for pair in query.split('&') {
+            if let Some((key, value)) = pair.split_once('=') {
+                if SECRET_OPTIONS.contains(&key.to_ascii_lowercase().as_str()) {
+                    secrets.push(value.to_string());
+                    // authMechanismProperties=NAME:value,NAME:value
+                    secrets.extend(value.split([',', ':']).skip(1).map(str::to_string));
+                }
+            }
+        }
+    }
+    let decoded: Vec<String> = secrets
+        .iter()
+        .filter_map(|s| percent_decode(s).ok())
+        .collect();
+    secrets.extend(decoded);
+    // Longest first, so a part never leaves the rest of a longer secret.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = text.to_string();
+    for secret in secrets.iter().filter(|s| s.len() >= 3) {
+        out = out.replace(secret.as_str(), REDACTED);
+    }
+    out
+}
+
+/// Percent-decodes a URI component; the error says what is wrong without
+/// quoting it (it may be a password).
+fn percent_decode(s: &str) -> Result<String, &'static str> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -205,7 +293,7 @@ fn percent_decode(s: &str) -> Result<String, UriError> {
             let hex = s
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| UriError(format!("bad percent-encoding in `{s}`")))?;
+                .ok_or("has a bad percent-encoding")?;
             out.push(hex);
             i += 3;
         } else {
@@ -213,7 +301,7 @@ fn percent_decode(s: &str) -> Result<String, UriError> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| UriError(format!("`{s}` is not UTF-8 once decoded")))
+    String::from_utf8(out).map_err(|_| "is not UTF-8 once decoded")
 }
 
 #[cfg(test)]
@@ -245,6 +333,61 @@ mod tests {
             !shown.contains("s3cret") && !shown.contains("alice"),
             "{shown}"
         );
+    }
+
+    /// Secrets planted in every position of a URI never come out: not in
+    /// its shown form, not in any parse error, not when the URI is
+    /// malformed around them.
+    #[test]
+    fn secrets_never_show() {
+        let planted = [
+            "plantUser",
+            "Sup3r/Secret",
+            "Sup3r%2FSecret",
+            "plantTok",
+            "plantProxy",
+            "plantKey",
+            "plantSsl",
+        ];
+        let clean = |what: &str, text: &str| {
+            for p in planted {
+                assert!(!text.contains(p), "{what} shows {p}: {text}");
+            }
+        };
+        let uri = "mongodb://plantUser:Sup3r%2FSecret@h1:27017,h2/db?replicaSet=rs0\
+            &authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:plantTok\
+            &proxyHost=p&proxyUsername=plantUser&proxyPassword=plantProxy\
+            &tlsCertificateKeyFilePassword=plantKey&sslPEMKeyPassword=plantSsl";
+        let u = UpstreamUri::parse(uri).unwrap();
+        assert_eq!(u.hosts.len(), 2);
+        assert_eq!(u.replica_set.as_deref(), Some("rs0"));
+        let shown = u.to_string();
+        clean("Display", &shown);
+        assert!(shown.contains("h1:27017,h2/db?replicaSet=rs0"), "{shown}");
+        assert!(shown.contains("proxyPassword=<redacted>"), "{shown}");
+        clean("redact", &redact(uri));
+        // An unencoded `/` in the password: read, not taken for a host.
+        let u = UpstreamUri::parse("mongodb://admin:Sup3r/Secret@h").unwrap();
+        assert_eq!(u.hosts[0].host, "h");
+        clean("Display", &u.to_string());
+        // Errors.
+        for bad in [
+            "plantUser:Sup3r/Secret@h:1",
+            "postgres://plantUser:Sup3r/Secret@h",
+            "mongodb://plantUser:Sup3r/Secret@h:99999",
+            "mongodb://plantUser:Sup3r/Secret@h/?proxyPassword=plantProxy%zz",
+            "mongodb://h/?proxyPassword",
+            "mongodb://h/?tlsCertificateKeyFilePassword=plantKey%ff",
+        ] {
+            let e = UpstreamUri::parse(bad).unwrap_err().to_string();
+            clean(bad, &e);
+            clean("redact", &redact(bad));
+        }
+        // A driver's error quoting parts of the URI.
+        let driver = "invalid authMechanismProperties AWS_SESSION_TOKEN:plantTok for user plantUser (password Sup3r/Secret, proxy plantProxy)";
+        clean("scrub", &scrub(driver, uri));
+        let scrubbed = scrub(driver, "mongodb://plantUser:Sup3r/Secret@h");
+        assert!(!scrubbed.contains("plantUser") && !scrubbed.contains("Sup3r/Secret"));
     }
 
     #[test]
