@@ -15,6 +15,8 @@
 
 mod common;
 
+use common::Frames;
+
 use common::Backend;
 use mongodb::bson::{self as bson, doc, rawdoc, Document, RawDocumentBuf};
 use std::net::SocketAddr;
@@ -64,39 +66,6 @@ impl Front {
 }
 
 type Writer = Arc<tokio::sync::Mutex<tokio::net::tcp::OwnedWriteHalf>>;
-
-/// Whole messages from a stream, in order (bytes after one message are
-/// kept for the next).
-struct Frames<R> {
-    reader: R,
-    buf: Vec<u8>,
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> Frames<R> {
-    fn new(reader: R) -> Frames<R> {
-        Frames {
-            reader,
-            buf: Vec::new(),
-        }
-    }
-
-    async fn next(&mut self) -> std::io::Result<Vec<u8>> {
-        loop {
-            if self.buf.len() >= 4 {
-                let len = i32::from_le_bytes(self.buf[..4].try_into().unwrap()) as usize;
-                if self.buf.len() >= len {
-                    return Ok(self.buf.drain(..len).collect());
-                }
-            }
-            let mut chunk = [0u8; 16 * 1024];
-            let n = self.reader.read(&mut chunk).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-}
 
 async fn send(to: &Writer, frame: Vec<u8>, seen: &Seen) {
     seen.replies.lock().unwrap().push(frame.clone());

@@ -601,7 +601,8 @@ async fn graceful_shutdown_lets_in_flight_requests_finish_then_closes() {
             });
         }
     });
-    let proxy = common::proxy(&format!("mongodb://{slow_addr}")).await;
+    // A direct connection: the stand-in answers no isMaster worth the name.
+    let proxy = common::proxy(&format!("mongodb://{slow_addr}/?directConnection=true")).await;
     let addr = proxy.local_addr();
     let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
     let ping = wirelint::wire::op_msg::encode(
@@ -648,7 +649,7 @@ async fn upstream_timeout_fires_when_the_backend_stops_answering() {
             held.push(s);
         }
     });
-    let mut settings = common::settings(&format!("mongodb://{silent_addr}/"));
+    let mut settings = common::settings(&format!("mongodb://{silent_addr}/?directConnection=true"));
     settings.forward.upstream_timeout = Some(Duration::from_millis(300));
     let proxy = common::proxy_with(settings).await;
     let mut s = tokio::net::TcpStream::connect(proxy.local_addr())

@@ -86,6 +86,9 @@ pub struct Settings {
     /// upstream URI gives wirelint a client certificate (every client could
     /// then authenticate as that certificate's user). Off: refused.
     pub allow_x509_passthrough: bool,
+    /// How often the primary is asked whether it still is one (drivers'
+    /// `heartbeatFrequencyMS` default: 10 s).
+    pub primary_check: Duration,
     /// Bytes all connections together may buffer for messages larger than
     /// 16 KiB; past it such messages wait their turn (see
     /// `session::BufferBudget`).
@@ -116,6 +119,7 @@ impl Settings {
             shutdown_grace: Duration::from_secs(10),
             rewrite_topology: true,
             allow_x509_passthrough: false,
+            primary_check: Duration::from_secs(10),
             forward_memory: DEFAULT_FORWARD_MEMORY,
         }
     }
@@ -199,6 +203,13 @@ impl Forwarder {
             refuse_x509,
             buffers: session::BufferBudget::new(settings.forward_memory),
         });
+        if ctx.upstream.follows_primary() {
+            tokio::spawn(check_primary(
+                ctx.clone(),
+                settings.primary_check,
+                shutdown_rx.clone(),
+            ));
+        }
         let accept_loop = tokio::spawn(accept_loop(
             listener,
             acceptor,
@@ -244,6 +255,24 @@ pub(crate) fn tune_socket(stream: &TcpStream) {
 }
 
 static LIMIT_LOG: RateLimit = RateLimit::new();
+
+/// Asks the cached primary every `every` whether it still is one (besides
+/// what the sessions notice in replies), until shutdown.
+async fn check_primary(
+    ctx: Arc<SessionContext>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => ctx.upstream.check_primary().await,
+            _ = shutdown.changed() => return,
+        }
+    }
+}
 
 async fn accept_loop(
     listener: TcpListener,

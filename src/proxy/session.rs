@@ -18,7 +18,8 @@
 
 use super::requests::Requests;
 use super::topology;
-use super::upstream::UpstreamStream;
+use super::upstream::{UpstreamStream, NOT_PRIMARY_CODES};
+use super::uri::HostPort;
 use super::SessionContext;
 use crate::stats::Direction;
 use crate::wire::{frame, FrameError, Header};
@@ -108,6 +109,8 @@ impl Drop for Reservation {
 struct Shared {
     /// The connection's number (in logs and for the analysis).
     conn: u64,
+    /// The backend host this connection went to.
+    host: HostPort,
     /// Where the request side sends replies of the proxy's own for the
     /// reply side to write (X.509 refusals), when it may give any.
     answers: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
@@ -165,6 +168,8 @@ enum PumpError {
     Stalled { have: usize, limit: Duration },
     #[error("idle for {} before its first message (idle timeout)", humantime::format_duration(*.0))]
     Idle(Duration),
+    #[error("upstream {0} is not the writable primary (it answered a hello as a secondary); the driver reconnects, and wirelint connects it to the primary")]
+    NotPrimary(HostPort),
     #[error("read failed: {0}")]
     Read(io::Error),
     #[error("write failed: {0}")]
@@ -194,8 +199,9 @@ where
             return;
         }
     };
-    let upstream = match ctx.upstream.connect().await {
-        Ok((stream, _host)) => stream,
+    let mut primary_changes = ctx.upstream.changes();
+    let (upstream, host) = match ctx.upstream.connect().await {
+        Ok(connected) => connected,
         Err(e) => {
             ctx.stats.upstream_connect_failures.fetch_add(1, Relaxed);
             tracing::warn!(conn, %peer, "{e}; answering the client's first message with this error and closing");
@@ -217,6 +223,7 @@ where
     });
     let shared = Arc::new(Shared {
         conn,
+        host: host.clone(),
         answers,
         requests: Mutex::new(Requests::default()),
         idle_notify: Notify::new(),
@@ -290,6 +297,25 @@ where
         },
         reason = &mut watchdog => {
             tracing::warn!(conn, %peer, "closing the connection: {reason}");
+        }
+        () = primary_moved(&ctx, &host, &mut primary_changes) => {
+            tracing::info!(conn, %peer, upstream = %host, "closing the connection: the upstream primary changed; the driver reconnects to the new one");
+        }
+    }
+}
+
+/// Completes once `host` is no longer the primary connections go to.
+async fn primary_moved(
+    ctx: &SessionContext,
+    host: &HostPort,
+    changes: &mut tokio::sync::watch::Receiver<u64>,
+) {
+    loop {
+        if !ctx.upstream.is_current(host) {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            return std::future::pending().await;
         }
     }
 }
@@ -568,11 +594,11 @@ where
             let chunk = buf.split_to(end).freeze();
             // Tracked before it is written: a reply can come back as soon
             // as the first bytes are out.
-            let set_aside = track(&chunk, direction, shared, special);
+            let set_aside = track(&chunk, direction, ctx, shared, special);
             if set_aside.is_empty() {
                 writer.write_all(&chunk).await.map_err(PumpError::Write)?;
             } else if direction == Direction::Reply {
-                write_rewriting_hellos(&mut writer, &chunk, &set_aside, ctx).await?;
+                write_rewriting_hellos(&mut writer, &chunk, &set_aside, ctx, shared).await?;
             } else {
                 write_refusing_x509(&mut writer, &chunk, &set_aside, shared).await?;
             }
@@ -704,9 +730,22 @@ async fn write_rewriting_hellos<W: AsyncWrite + Unpin>(
     chunk: &Bytes,
     hellos: &[(usize, usize)],
     ctx: &SessionContext,
+    shared: &Shared,
 ) -> Result<(), PumpError> {
     let mut from = 0;
     for &(start, len) in hellos {
+        if topology::says_not_primary(&chunk[start..start + len]) {
+            // Never presented as a router: the replies before it go out,
+            // this one does not, and the connection closes (the driver
+            // reconnects, to the primary).
+            writer
+                .write_all(&chunk[from..start])
+                .await
+                .map_err(PumpError::Write)?;
+            ctx.upstream
+                .demote(&shared.host, "it answered a hello as a non-primary");
+            return Err(PumpError::NotPrimary(shared.host.clone()));
+        }
         if let Some(rewritten) = topology::rewrite_hello_reply(&chunk[start..start + len]) {
             writer
                 .write_all(&chunk[from..start])
@@ -737,9 +776,11 @@ async fn write_rewriting_hellos<W: AsyncWrite + Unpin>(
 fn track(
     chunk: &[u8],
     direction: Direction,
+    ctx: &SessionContext,
     shared: &Shared,
     special: bool,
 ) -> Vec<(usize, usize)> {
+    let follows_primary = direction == Direction::Reply && ctx.upstream.follows_primary();
     let now = shared.now();
     let mut set_aside = Vec::new();
     let mut requests = shared.requests();
@@ -758,6 +799,16 @@ fn track(
                 }
             }
             Direction::Reply => {
+                if follows_primary {
+                    if let Some(code) = frame::error_code(message) {
+                        if NOT_PRIMARY_CODES.contains(&code) {
+                            ctx.upstream.demote(
+                                &shared.host,
+                                &format!("it answered a request with error {code} (not primary)"),
+                            );
+                        }
+                    }
+                }
                 let more = frame::more_to_come(message);
                 if requests.replied(header.response_to, header.request_id, more, now) && special {
                     set_aside.push((start, len));

@@ -77,18 +77,49 @@ pub fn rewrite_hello_reply(frame: &[u8]) -> Option<Vec<u8>> {
 
 /// Whether a reply body is a replica-set hello reply.
 pub fn is_replica_set_hello(body: &[u8]) -> bool {
-    let (mut wire, mut flag, mut topology) = (false, false, false);
+    replica_set_role(body).is_some()
+}
+
+/// For a replica-set hello reply body, whether it says writable primary;
+/// `None` for anything else.
+fn replica_set_role(body: &[u8]) -> Option<bool> {
+    let (mut wire, mut flag, mut topology) = (false, None, false);
     for element in bson_walk::elements(body) {
-        let Ok(element) = element else { return false };
+        let Ok(element) = element else { return None };
         match element.key {
             b"maxWireVersion" => wire = true,
-            b"ismaster" | b"isWritablePrimary" => flag = true,
-            b"msg" if element.as_str() == Some("isdbgrid") => return false,
+            b"ismaster" | b"isWritablePrimary" => {
+                flag = Some(flag.unwrap_or(false) || element.as_bool() == Some(true))
+            }
+            b"msg" if element.as_str() == Some("isdbgrid") => return None,
             key if TOPOLOGY_FIELDS.contains(&key) => topology = true,
             _ => {}
         }
     }
-    wire && flag && topology
+    flag.filter(|_| wire && topology)
+}
+
+/// Whether a hello reply describes a replica-set member that is not the
+/// writable primary (a secondary, or a primary that stepped down): such a
+/// member must never be presented as a router, and a session connected to
+/// it is closed instead. Looks into OP_MSG, OP_REPLY and compressed
+/// replies.
+pub fn says_not_primary(frame: &[u8]) -> bool {
+    let body = |body: &[u8]| replica_set_role(body) == Some(false);
+    match Header::parse(frame).and_then(|h| h.opcode()) {
+        Some(OpCode::Msg) => OpMsg::parse(frame).is_ok_and(|m| body(m.body)),
+        Some(OpCode::Reply) => OpReply::parse(frame)
+            .ok()
+            .and_then(|r| r.documents().next())
+            .is_some_and(body),
+        Some(OpCode::Compressed) => OpCompressed::parse(frame)
+            .and_then(|envelope| envelope.decompress())
+            .is_ok_and(|inner| {
+                Header::parse(&inner).and_then(|h| h.opcode()) != Some(OpCode::Compressed)
+                    && says_not_primary(&inner)
+            }),
+        _ => false,
+    }
 }
 
 /// The body with topology fields dropped and `msg: "isdbgrid"` appended.
@@ -242,6 +273,27 @@ mod tests {
             let body = OpMsg::parse(&inner).unwrap().body;
             assert!(!keys(body).iter().any(|k| k == "hosts" || k == "setName"));
             assert!(keys(body).iter().any(|k| k == "msg"));
+        }
+    }
+
+    /// A member that is not (or no longer) the writable primary is told
+    /// apart, in every envelope; primaries, standalones and mongos are not
+    /// flagged.
+    #[test]
+    fn non_primary_members_are_told_apart() {
+        use crate::wire::compressed::{compress, Compressor};
+        let secondary = rawdoc! {"hosts": ["a:1", "b:1"], "setName": "rs0", "isWritablePrimary": false, "secondary": true, "primary": "a:1", "maxWireVersion": 21, "ok": 1.0};
+        let stepped_down = rawdoc! {"hosts": ["a:1"], "setName": "rs0", "ismaster": false, "maxWireVersion": 21, "ok": 1.0};
+        for doc in [&secondary, &stepped_down] {
+            let frame = op_msg::encode(1, 1, 0, doc.as_bytes(), &[]);
+            assert!(says_not_primary(&frame));
+            assert!(says_not_primary(&compress(&frame, Compressor::Zlib).unwrap()));
+            assert!(says_not_primary(&encode_reply(1, 1, 8, 0, 0, &[doc.as_bytes()])));
+        }
+        let standalone = rawdoc! {"isWritablePrimary": true, "maxWireVersion": 21, "ok": 1.0};
+        let mongos = rawdoc! {"isWritablePrimary": true, "msg": "isdbgrid", "maxWireVersion": 21, "ok": 1.0};
+        for doc in [rs_hello(), standalone, mongos] {
+            assert!(!says_not_primary(&op_msg::encode(1, 1, 0, doc.as_bytes(), &[])));
         }
     }
 

@@ -1,11 +1,19 @@
 //! Connections to the backend: one per client connection, TLS when the URI
-//! says so, to the primary when the URI names a replica set.
+//! says so, to the primary unless the URI says `directConnection=true`.
 //!
-//! Finding the primary: each seed is asked `isMaster` on a short-lived
-//! connection; a seed that is itself writable primary wins (its address as
-//! written in the URI, which is known to be reachable from here), else the
-//! `primary` it names. The answer is cached and found again when a connect to
-//! it fails.
+//! Finding the primary (as drivers do from their seeds): each seed is asked
+//! `isMaster` on a short-lived connection; a seed that is itself writable
+//! primary wins (its address as written in the URI, which is known to be
+//! reachable from here), else the `primary` it names. A standalone server or
+//! a mongos is its own primary.
+//!
+//! Following it: the answer is cached until something says it changed — a
+//! connect to it fails, a session sees it answer a hello as a non-primary or
+//! a request with a "not primary" error ([`Upstream::demote`]), or the
+//! periodic check ([`Upstream::check_primary`]) finds it demoted. Then the
+//! cache is dropped, the change is announced to the sessions (which close
+//! the connections pinned to the old primary, so drivers reconnect), and the
+//! next connection finds the primary again.
 
 use super::tls::{self, TlsConnector, TlsError};
 use super::uri::{HostPort, UpstreamUri};
@@ -45,7 +53,17 @@ pub struct Upstream {
     primary: Mutex<Option<HostPort>>,
     /// One discovery at a time; the others wait for its answer.
     discovery: tokio::sync::Mutex<()>,
+    /// Counts the times the cached primary was dropped; sessions watch it.
+    changes: tokio::sync::watch::Sender<u64>,
+    /// Whether the last discovery found a replica set (worth checking
+    /// periodically; a standalone or mongos is not).
+    replica_set: std::sync::atomic::AtomicBool,
 }
+
+/// Server error codes that say the member is not (or no longer) a writable
+/// primary (the SDAM specification's "not writable primary" and
+/// "node is recovering" errors that follow a stepdown).
+pub const NOT_PRIMARY_CODES: [i32; 6] = [10107, 13435, 13436, 10058, 11602, 189];
 
 impl Upstream {
     pub fn new(uri: UpstreamUri, connect_timeout: Duration) -> Result<Upstream, TlsError> {
@@ -57,7 +75,66 @@ impl Upstream {
             connect_timeout,
             primary: Mutex::new(None),
             discovery: tokio::sync::Mutex::new(()),
+            changes: tokio::sync::watch::channel(0).0,
+            replica_set: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Whether connections go to a primary found by discovery (and are
+    /// moved when it changes), rather than to the one host given.
+    pub fn follows_primary(&self) -> bool {
+        self.uri.discovers_primary()
+    }
+
+    /// Notified each time the primary is dropped (see [`Upstream::demote`]).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Whether `host` is the primary connections go to now. A session
+    /// connected to a host that no longer is closes.
+    pub fn is_current(&self, host: &HostPort) -> bool {
+        !self.follows_primary() || self.cached_primary().as_ref() == Some(host)
+    }
+
+    /// `host` was seen not to be the writable primary any more (`why`):
+    /// forgets it, logs the change and tells the sessions. No-op when it
+    /// was not the cached primary (already dropped, or never was).
+    pub fn demote(&self, host: &HostPort, why: &str) {
+        if !self.follows_primary() {
+            return;
+        }
+        let mut cached = self.primary.lock().unwrap_or_else(|p| p.into_inner());
+        if cached.as_ref() != Some(host) {
+            return;
+        }
+        *cached = None;
+        drop(cached);
+        tracing::warn!(primary = %host, "upstream primary changed: {why}; closing the connections to it (drivers reconnect) and looking for the new primary");
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// The periodic check: asks the cached primary whether it still is one
+    /// and demotes it if not. Does nothing for a standalone or a mongos,
+    /// or while no primary is cached.
+    pub async fn check_primary(&self) {
+        if !self.follows_primary() || !self.replica_set.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let Some(host) = self.cached_primary() else {
+            return;
+        };
+        match self.probe(&host).await {
+            Ok(probe) if probe.is_primary => {}
+            Ok(_) => self.demote(
+                &host,
+                "the periodic check found it no longer writable primary",
+            ),
+            Err(e) => self.demote(
+                &host,
+                &format!("the periodic check could not reach it ({e})"),
+            ),
+        }
     }
 
     pub fn uri(&self) -> &UpstreamUri {
@@ -67,6 +144,9 @@ impl Upstream {
     /// Opens a connection for one client: to the only host, or to the
     /// current primary.
     pub async fn connect(&self) -> Result<(UpstreamStream, HostPort), UpstreamError> {
+        // Subscribed sessions compare hosts, not counts: a change between
+        // this connect and the session's subscription is caught by
+        // `is_current`.
         if !self.uri.discovers_primary() {
             let host = self.uri.hosts[0].clone();
             return Ok((self.connect_to(&host).await?, host));
@@ -75,10 +155,7 @@ impl Upstream {
         if let Some(host) = cached {
             match self.connect_to(&host).await {
                 Ok(stream) => return Ok((stream, host)),
-                Err(e) => {
-                    tracing::info!(error = %e, "cached primary unreachable; looking for the primary again");
-                    self.forget_primary(&host);
-                }
+                Err(e) => self.demote(&host, &format!("it is unreachable ({e})")),
             }
         }
         let host = self.find_primary().await?;
@@ -90,13 +167,6 @@ impl Upstream {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-
-    fn forget_primary(&self, host: &HostPort) {
-        let mut guard = self.primary.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.as_ref() == Some(host) {
-            *guard = None;
-        }
     }
 
     async fn find_primary(&self) -> Result<HostPort, UpstreamError> {
@@ -116,7 +186,10 @@ impl Upstream {
                             continue;
                         }
                     }
-                    let found = if probe.is_primary {
+                    // Writable primary, or not a replica-set member at all
+                    // (a standalone or mongos answers ismaster: true; a
+                    // server that does not say is taken at its word).
+                    let found = if probe.is_primary || probe.set_name.is_none() {
                         Some(seed.clone())
                     } else {
                         probe
@@ -124,6 +197,10 @@ impl Upstream {
                             .as_deref()
                             .and_then(|p| HostPort::parse(p).ok())
                     };
+                    self.replica_set.store(
+                        probe.set_name.is_some(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                     match found {
                         Some(host) => {
                             tracing::info!(primary = %host, via = %seed, "upstream primary found");
@@ -134,6 +211,8 @@ impl Upstream {
                         None => notes.push(format!("{seed}: not primary and names no primary")),
                     }
                 }
+                // One seed: its own error says it best.
+                Err(e) if self.uri.hosts.len() == 1 => return Err(e),
                 Err(e) => notes.push(e.to_string()),
             }
         }

@@ -175,10 +175,13 @@ impl UpstreamUri {
         Ok(parsed)
     }
 
-    /// Whether the proxy must look for the primary among the seeds, rather
-    /// than connect to the single host given.
+    /// Whether the proxy looks for the primary from the seeds (and follows
+    /// it), rather than connect to the one host given: always, as drivers
+    /// do, unless `directConnection=true`. A single seed that is a
+    /// secondary leads to its primary; a standalone server or a mongos is
+    /// its own.
     pub fn discovers_primary(&self) -> bool {
-        self.direct_connection != Some(true) && (self.replica_set.is_some() || self.hosts.len() > 1)
+        self.direct_connection != Some(true)
     }
 }
 
@@ -391,9 +394,9 @@ mod tests {
     }
 
     #[test]
-    fn single_host_is_direct() {
+    fn only_direct_connection_skips_discovery() {
         let u = UpstreamUri::parse("mongodb://127.0.0.1:27017").unwrap();
-        assert!(!u.discovers_primary());
+        assert!(u.discovers_primary(), "a single seed may be a secondary");
         let u = UpstreamUri::parse("mongodb://h/?replicaSet=rs0&directConnection=true").unwrap();
         assert!(!u.discovers_primary());
         assert!(

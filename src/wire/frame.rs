@@ -111,6 +111,25 @@ pub fn more_to_come(message: &[u8]) -> bool {
     }
 }
 
+/// The top-level `code` of a small OP_MSG reply (error replies are small:
+/// larger ones are not looked at), for the forwarding side to notice a
+/// primary that stepped down.
+pub fn error_code(message: &[u8]) -> Option<i32> {
+    const SMALL: usize = 1024;
+    if message.len() > SMALL || Header::parse(message)?.opcode()? != OpCode::Msg {
+        return None;
+    }
+    if *message.get(HEADER_LEN + 4)? != 0 {
+        return None;
+    }
+    let body = message.get(HEADER_LEN + 5..)?;
+    super::bson_walk::elements(body)
+        .map_while(Result::ok)
+        .take(32)
+        .find(|e| e.key == b"code" && e.element_type == 0x10)
+        .and_then(|e| super::read_i32(e.value, 0))
+}
+
 /// When the backend answers a request, as far as its first bytes tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer {
@@ -477,6 +496,19 @@ mod tests {
             rawdoc! {"authenticate": 1, "mechanism": "MONGODB-X509"}.as_bytes(),
         );
         assert!(peek(&legacy).x509);
+    }
+
+    #[test]
+    fn error_codes_are_read_from_small_replies() {
+        let reply = |doc: bson::RawDocumentBuf| op_msg::encode(1, 9, 0, doc.as_bytes(), &[]);
+        let not_primary = reply(
+            rawdoc! {"ok": 0.0, "errmsg": "not primary", "code": 10107, "codeName": "NotWritablePrimary"},
+        );
+        assert_eq!(error_code(&not_primary), Some(10107));
+        assert_eq!(error_code(&reply(rawdoc! {"n": 1, "ok": 1.0})), None);
+        let large = reply(rawdoc! {"ok": 0.0, "errmsg": "x".repeat(2000), "code": 10107});
+        assert_eq!(error_code(&large), None, "large replies are not looked at");
+        assert_eq!(error_code(&ping()[..10]), None);
     }
 
     #[test]

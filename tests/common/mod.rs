@@ -493,3 +493,36 @@ pub fn wirelint_command() -> Command {
     cmd.env_remove("RUST_LOG");
     cmd
 }
+
+/// Whole messages from a stream, in order (bytes after one message are
+/// kept for the next).
+pub struct Frames<R> {
+    pub reader: R,
+    buf: Vec<u8>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> Frames<R> {
+    pub fn new(reader: R) -> Frames<R> {
+        Frames {
+            reader,
+            buf: Vec::new(),
+        }
+    }
+
+    pub async fn next(&mut self) -> std::io::Result<Vec<u8>> {
+        loop {
+            if self.buf.len() >= 4 {
+                let len = i32::from_le_bytes(self.buf[..4].try_into().unwrap()) as usize;
+                if self.buf.len() >= len {
+                    return Ok(self.buf.drain(..len).collect());
+                }
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = tokio::io::AsyncReadExt::read(&mut self.reader, &mut chunk).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
