@@ -89,6 +89,8 @@ pub struct Settings {
     /// How often the primary is asked whether it still is one (drivers'
     /// `heartbeatFrequencyMS` default: 10 s).
     pub primary_check: Duration,
+    /// How `mongodb+srv://` names are looked up.
+    pub srv: upstream::SrvSettings,
     /// Bytes all connections together may buffer for messages larger than
     /// 16 KiB; past it such messages wait their turn (see
     /// `session::BufferBudget`).
@@ -120,6 +122,7 @@ impl Settings {
             rewrite_topology: true,
             allow_x509_passthrough: false,
             primary_check: Duration::from_secs(10),
+            srv: upstream::SrvSettings::default(),
             forward_memory: DEFAULT_FORWARD_MEMORY,
         }
     }
@@ -153,6 +156,8 @@ pub enum StartError {
     },
     #[error("{0}")]
     Tls(#[from] tls::TlsError),
+    #[error("{0}")]
+    Upstream(#[from] upstream::UpstreamError),
 }
 
 /// A running listener and its sessions.
@@ -180,7 +185,11 @@ impl Forwarder {
             .map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
         let acceptor = settings.tls.as_ref().map(tls::acceptor).transpose()?;
-        let upstream = Upstream::new(settings.upstream.clone(), settings.connect_timeout)?;
+        let upstream = Upstream::new(
+            settings.upstream.clone(),
+            settings.connect_timeout,
+            &settings.srv,
+        )?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let presents_certificate = settings.upstream.tls.certificate_key_file.is_some();
         let refuse_x509 = presents_certificate && !settings.allow_x509_passthrough;

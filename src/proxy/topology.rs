@@ -287,13 +287,29 @@ mod tests {
         for doc in [&secondary, &stepped_down] {
             let frame = op_msg::encode(1, 1, 0, doc.as_bytes(), &[]);
             assert!(says_not_primary(&frame));
-            assert!(says_not_primary(&compress(&frame, Compressor::Zlib).unwrap()));
-            assert!(says_not_primary(&encode_reply(1, 1, 8, 0, 0, &[doc.as_bytes()])));
+            assert!(says_not_primary(
+                &compress(&frame, Compressor::Zlib).unwrap()
+            ));
+            assert!(says_not_primary(&encode_reply(
+                1,
+                1,
+                8,
+                0,
+                0,
+                &[doc.as_bytes()]
+            )));
         }
         let standalone = rawdoc! {"isWritablePrimary": true, "maxWireVersion": 21, "ok": 1.0};
-        let mongos = rawdoc! {"isWritablePrimary": true, "msg": "isdbgrid", "maxWireVersion": 21, "ok": 1.0};
+        let mongos =
+            rawdoc! {"isWritablePrimary": true, "msg": "isdbgrid", "maxWireVersion": 21, "ok": 1.0};
         for doc in [rs_hello(), standalone, mongos] {
-            assert!(!says_not_primary(&op_msg::encode(1, 1, 0, doc.as_bytes(), &[])));
+            assert!(!says_not_primary(&op_msg::encode(
+                1,
+                1,
+                0,
+                doc.as_bytes(),
+                &[]
+            )));
         }
     }
 

@@ -38,6 +38,37 @@ pub enum UpstreamError {
     Tls(#[from] TlsError),
     #[error("no primary found among the upstream seeds: {0}")]
     NoPrimary(String),
+    #[error("cannot resolve the mongodb+srv:// seed list ({record}): {why}")]
+    Srv { record: String, why: String },
+}
+
+/// How `mongodb+srv://` names are looked up.
+#[derive(Clone, Debug)]
+pub struct SrvSettings {
+    /// DNS servers to ask; empty: the system's resolver configuration.
+    pub dns_servers: Vec<std::net::SocketAddr>,
+    /// How long a resolved seed list is used before it is looked up again
+    /// (the seedlist discovery specification's `rescanSRVIntervalMS`
+    /// default: 60 s).
+    pub rescan: Duration,
+}
+
+impl Default for SrvSettings {
+    fn default() -> SrvSettings {
+        SrvSettings {
+            dns_servers: Vec::new(),
+            rescan: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The seeds and replica-set name in use: the URI's, or what DNS gave for a
+/// `mongodb+srv://` URI, and when.
+#[derive(Clone, Default)]
+struct Seeds {
+    hosts: Vec<HostPort>,
+    replica_set: Option<String>,
+    resolved: Option<std::time::Instant>,
 }
 
 /// A backend connection, plain or TLS.
@@ -58,6 +89,11 @@ pub struct Upstream {
     /// Whether the last discovery found a replica set (worth checking
     /// periodically; a standalone or mongos is not).
     replica_set: std::sync::atomic::AtomicBool,
+    seeds: Mutex<Seeds>,
+    srv_rescan: Duration,
+    /// For `mongodb+srv://`: the resolver (the system's, or the servers
+    /// given to [`Upstream::new`]).
+    resolver: Option<hickory_resolver::TokioResolver>,
 }
 
 /// Server error codes that say the member is not (or no longer) a writable
@@ -66,10 +102,32 @@ pub struct Upstream {
 pub const NOT_PRIMARY_CODES: [i32; 6] = [10107, 13435, 13436, 10058, 11602, 189];
 
 impl Upstream {
-    pub fn new(uri: UpstreamUri, connect_timeout: Duration) -> Result<Upstream, TlsError> {
+    /// `srv`: how `mongodb+srv://` names are looked up.
+    pub fn new(
+        uri: UpstreamUri,
+        connect_timeout: Duration,
+        srv: &SrvSettings,
+    ) -> Result<Upstream, UpstreamError> {
         let tls = tls::connector(&uri.tls)?;
         let connect_timeout = uri.connect_timeout.unwrap_or(connect_timeout);
+        let resolver = match &uri.srv {
+            None => None,
+            Some(name) => Some(
+                resolver(&srv.dns_servers).map_err(|why| UpstreamError::Srv {
+                    record: name.record(),
+                    why,
+                })?,
+            ),
+        };
+        let seeds = Seeds {
+            hosts: uri.hosts.clone(),
+            replica_set: uri.replica_set.clone(),
+            resolved: None,
+        };
         Ok(Upstream {
+            srv_rescan: srv.rescan,
+            seeds: Mutex::new(seeds),
+            resolver,
             uri,
             tls,
             connect_timeout,
@@ -118,6 +176,10 @@ impl Upstream {
     /// and demotes it if not. Does nothing for a standalone or a mongos,
     /// or while no primary is cached.
     pub async fn check_primary(&self) {
+        if self.uri.srv.is_some() {
+            // Looked up again if due; errors are logged there.
+            let _ = self.seeds().await;
+        }
         if !self.follows_primary() || !self.replica_set.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
@@ -147,7 +209,7 @@ impl Upstream {
         // Subscribed sessions compare hosts, not counts: a change between
         // this connect and the session's subscription is caught by
         // `is_current`.
-        if !self.uri.discovers_primary() {
+        if !self.follows_primary() {
             let host = self.uri.hosts[0].clone();
             return Ok((self.connect_to(&host).await?, host));
         }
@@ -174,11 +236,12 @@ impl Upstream {
         if let Some(host) = self.cached_primary() {
             return Ok(host);
         }
+        let seeds = self.seeds().await?;
         let mut notes = Vec::new();
-        for seed in &self.uri.hosts {
+        for seed in &seeds.hosts {
             match self.probe(seed).await {
                 Ok(probe) => {
-                    if let (Some(want), Some(got)) = (&self.uri.replica_set, &probe.set_name) {
+                    if let (Some(want), Some(got)) = (&seeds.replica_set, &probe.set_name) {
                         if want != got {
                             notes.push(format!(
                                 "{seed}: member of replica set `{got}`, not `{want}`"
@@ -212,11 +275,52 @@ impl Upstream {
                     }
                 }
                 // One seed: its own error says it best.
-                Err(e) if self.uri.hosts.len() == 1 => return Err(e),
+                Err(e) if seeds.hosts.len() == 1 => return Err(e),
                 Err(e) => notes.push(e.to_string()),
             }
         }
         Err(UpstreamError::NoPrimary(notes.join("; ")))
+    }
+
+    /// The seeds to discover from: the URI's, or for `mongodb+srv://` the
+    /// SRV records' targets (looked up again once `rescan` old; if a
+    /// lookup fails, the last good list is kept and the failure logged).
+    async fn seeds(&self) -> Result<Seeds, UpstreamError> {
+        let current = self.seeds.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (Some(srv), Some(resolver)) = (&self.uri.srv, &self.resolver) else {
+            return Ok(current);
+        };
+        if current
+            .resolved
+            .is_some_and(|at| at.elapsed() < self.srv_rescan)
+        {
+            return Ok(current);
+        }
+        match resolve_srv(resolver, srv, self.uri.replica_set.as_deref()).await {
+            Ok((hosts, replica_set)) => {
+                if hosts != current.hosts {
+                    let list: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+                    tracing::info!(record = %srv.record(), seeds = %list.join(","), "mongodb+srv:// seed list resolved");
+                }
+                let seeds = Seeds {
+                    hosts,
+                    replica_set,
+                    resolved: Some(std::time::Instant::now()),
+                };
+                *self.seeds.lock().unwrap_or_else(|p| p.into_inner()) = seeds.clone();
+                Ok(seeds)
+            }
+            Err(why) if !current.hosts.is_empty() => {
+                tracing::warn!(record = %srv.record(), "cannot resolve the mongodb+srv:// seed list again ({why}); keeping the last one");
+                let mut kept = self.seeds.lock().unwrap_or_else(|p| p.into_inner());
+                kept.resolved = Some(std::time::Instant::now());
+                Ok(kept.clone())
+            }
+            Err(why) => Err(UpstreamError::Srv {
+                record: srv.record(),
+                why,
+            }),
+        }
     }
 
     /// Asks one host `isMaster` on a connection of its own.
@@ -257,7 +361,7 @@ impl Upstream {
 
     async fn connect_to(&self, host: &HostPort) -> Result<UpstreamStream, UpstreamError> {
         let addr = host.address();
-        let tcp = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&addr))
+        let tcp = tokio::time::timeout(self.connect_timeout, self.tcp_connect(host))
             .await
             .map_err(|_| UpstreamError::Timeout {
                 addr: addr.clone(),
@@ -280,6 +384,120 @@ impl Upstream {
             })?
             .map_err(|source| UpstreamError::Handshake { addr, source })?;
         Ok(UpstreamStream::Tls(Box::new(tls)))
+    }
+}
+
+/// A resolver for `mongodb+srv://` lookups: the system's, or one asking
+/// `servers` (over UDP, then TCP).
+fn resolver(servers: &[std::net::SocketAddr]) -> Result<hickory_resolver::TokioResolver, String> {
+    use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+    use hickory_resolver::name_server::TokioConnectionProvider;
+    use hickory_resolver::proto::xfer::Protocol;
+    if servers.is_empty() {
+        return hickory_resolver::TokioResolver::builder_tokio()
+            .map(|b| b.build())
+            .map_err(|e| format!("the system's resolver configuration: {e}"));
+    }
+    let mut config = ResolverConfig::new();
+    for server in servers {
+        config.add_name_server(NameServerConfig::new(*server, Protocol::Udp));
+        config.add_name_server(NameServerConfig::new(*server, Protocol::Tcp));
+    }
+    Ok(hickory_resolver::TokioResolver::builder_with_config(
+        config,
+        TokioConnectionProvider::default(),
+    )
+    .build())
+}
+
+/// Looks up the seeds of a `mongodb+srv://` URI: the SRV targets (each in
+/// the host's parent domain, or refused), and from the TXT record, if any,
+/// `replicaSet` (the URI's own wins) — `authSource` and `loadBalanced`
+/// concern the clients; any other option there is an error, as the
+/// specification says.
+async fn resolve_srv(
+    resolver: &hickory_resolver::TokioResolver,
+    srv: &super::uri::SrvName,
+    uri_replica_set: Option<&str>,
+) -> Result<(Vec<HostPort>, Option<String>), String> {
+    let records = resolver
+        .srv_lookup(srv.record())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut hosts = Vec::new();
+    for record in records.iter() {
+        let target = record.target().to_utf8();
+        if !srv.allows(&target) {
+            return Err(format!(
+                "the SRV record names {target}, outside the domain of {}",
+                srv.host
+            ));
+        }
+        hosts.push(HostPort {
+            host: target.trim_end_matches('.').to_string(),
+            port: record.port(),
+        });
+    }
+    if hosts.is_empty() {
+        return Err("the SRV lookup returned no host".into());
+    }
+    hosts.sort_by_key(HostPort::address);
+    let mut replica_set = uri_replica_set.map(str::to_string);
+    if let Ok(txt) = resolver
+        .txt_lookup(srv.host.trim_end_matches('.').to_string() + ".")
+        .await
+    {
+        let texts: Vec<String> = txt
+            .iter()
+            .map(|t| {
+                t.txt_data()
+                    .iter()
+                    .map(|part| String::from_utf8_lossy(part).into_owned())
+                    .collect()
+            })
+            .collect();
+        if texts.len() > 1 {
+            return Err("more than one TXT record".into());
+        }
+        for pair in texts
+            .iter()
+            .flat_map(|t| t.split('&'))
+            .filter(|p| !p.is_empty())
+        {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key.to_ascii_lowercase().as_str() {
+                "replicaset" => {
+                    replica_set.get_or_insert_with(|| value.to_string());
+                }
+                "authsource" | "loadbalanced" => {}
+                _ => return Err(format!("the TXT record sets `{key}`, which it may not")),
+            }
+        }
+    }
+    Ok((hosts, replica_set))
+}
+
+impl Upstream {
+    /// A TCP connection to `host`. The hosts of a `mongodb+srv://` seed
+    /// list are looked up with the same resolver as the list itself; other
+    /// names with the system's.
+    async fn tcp_connect(&self, host: &HostPort) -> io::Result<TcpStream> {
+        let resolver = match &self.resolver {
+            Some(r) if host.host.parse::<std::net::IpAddr>().is_err() => r,
+            _ => return TcpStream::connect(host.address()).await,
+        };
+        let ips = resolver
+            .lookup_ip(host.host.clone())
+            .await
+            .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+        for ip in ips.iter() {
+            match TcpStream::connect((ip, host.port)).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 }
 

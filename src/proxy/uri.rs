@@ -73,7 +73,12 @@ pub struct UpstreamTls {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpstreamUri {
+    /// The seeds (for `mongodb+srv://`, none: they come from DNS).
     pub hosts: Vec<HostPort>,
+    /// For `mongodb+srv://`: the host name whose SRV records
+    /// (`_<srvServiceName>._tcp.<name>`) list the seeds, and whose TXT
+    /// record may add `replicaSet` / `authSource` / `loadBalanced`.
+    pub srv: Option<SrvName>,
     pub replica_set: Option<String>,
     pub direct_connection: Option<bool>,
     pub tls: UpstreamTls,
@@ -86,35 +91,85 @@ pub struct UpstreamUri {
 #[error("{0}")]
 pub struct UriError(pub String);
 
+/// What a `mongodb+srv://` URI names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SrvName {
+    pub host: String,
+    /// `srvServiceName` (default `mongodb`).
+    pub service: String,
+}
+
+impl SrvName {
+    /// The SRV record to look up.
+    pub fn record(&self) -> String {
+        format!(
+            "_{}._tcp.{}.",
+            self.service,
+            self.host.trim_end_matches('.')
+        )
+    }
+
+    /// Whether a host an SRV record names may be used: it must lie in the
+    /// URI host's parent domain (the seedlist discovery specification's
+    /// rule, so a DNS answer cannot send wirelint anywhere else). For a
+    /// host of one or two labels, within the host's own domain.
+    pub fn allows(&self, target: &str) -> bool {
+        let host = self.host.trim_end_matches('.').to_ascii_lowercase();
+        let target = target.trim_end_matches('.').to_ascii_lowercase();
+        let labels = host.split('.').count();
+        let domain = if labels >= 3 {
+            host.split_once('.').map_or(host.as_str(), |(_, d)| d)
+        } else {
+            host.as_str()
+        };
+        target.ends_with(&format!(".{domain}")) && target != host || labels >= 3 && target == host
+    }
+}
+
 impl UpstreamUri {
     pub fn parse(uri: &str) -> Result<UpstreamUri, UriError> {
-        if uri.starts_with("mongodb+srv://") {
-            return Err(UriError(
-                "mongodb+srv:// URIs are not supported yet: list the hosts instead \
-                 (mongodb://host1:port,host2:port/?replicaSet=NAME&tls=true)"
-                    .into(),
-            ));
-        }
-        let rest = uri.strip_prefix("mongodb://").ok_or_else(|| {
-            UriError(format!(
-                "upstream must start with mongodb:// (got `{}`)",
-                redact(uri)
-            ))
-        })?;
+        let (srv, rest) = match (
+            uri.strip_prefix("mongodb://"),
+            uri.strip_prefix("mongodb+srv://"),
+        ) {
+            (Some(rest), _) => (false, rest),
+            (_, Some(rest)) => (true, rest),
+            _ => {
+                return Err(UriError(format!(
+                    "upstream must start with mongodb:// or mongodb+srv:// (got `{}`)",
+                    redact(uri)
+                )))
+            }
+        };
         let (userinfo, after) = split_userinfo(rest);
         let has_credentials = userinfo.is_some();
         let (hosts_part, tail) = match after.find(['/', '?']) {
             Some(i) => (&after[..i], &after[i..]),
             None => (after, ""),
         };
-        let hosts = hosts_part
-            .split(',')
-            .map(HostPort::parse)
-            .collect::<Result<Vec<_>, _>>()?;
+        let (hosts, srv) = if srv {
+            if hosts_part.contains(',') || hosts_part.contains(':') || hosts_part.is_empty() {
+                return Err(UriError(
+                    "a mongodb+srv:// URI names exactly one host, without a port".into(),
+                ));
+            }
+            let name = SrvName {
+                host: hosts_part.to_string(),
+                service: "mongodb".into(),
+            };
+            (Vec::new(), Some(name))
+        } else {
+            let hosts = hosts_part
+                .split(',')
+                .map(HostPort::parse)
+                .collect::<Result<Vec<_>, _>>()?;
+            (hosts, None)
+        };
         let query = tail.split_once('?').map(|(_, q)| q).unwrap_or("");
 
         let mut parsed = UpstreamUri {
             hosts,
+            srv,
             replica_set: None,
             direct_connection: None,
             tls: UpstreamTls::default(),
@@ -152,6 +207,12 @@ impl UpstreamUri {
                     parsed.tls.allow_invalid_certificates = v;
                     parsed.tls.allow_invalid_hostnames = v;
                 }
+                "srvservicename" => match &mut parsed.srv {
+                    Some(srv) => srv.service = value,
+                    None => {
+                        return Err(UriError("srvServiceName is for mongodb+srv:// URIs".into()))
+                    }
+                },
                 "connecttimeoutms" => {
                     let ms: u64 = value.parse().map_err(|_| {
                         UriError(format!("connectTimeoutMS must be a number, not `{value}`"))
@@ -166,6 +227,21 @@ impl UpstreamUri {
         if parsed.tls.ca_file.is_some() || parsed.tls.certificate_key_file.is_some() {
             // As the drivers do: naming TLS files implies TLS.
             parsed.tls.enabled = true;
+        }
+        if parsed.srv.is_some() {
+            // mongodb+srv:// implies TLS unless the URI turns it off.
+            let said = query.split('&').any(|p| {
+                let key = p.split('=').next().unwrap_or("").to_ascii_lowercase();
+                key == "tls" || key == "ssl"
+            });
+            if !said {
+                parsed.tls.enabled = true;
+            }
+            if parsed.direct_connection == Some(true) {
+                return Err(UriError(
+                    "directConnection=true cannot be used with mongodb+srv://".into(),
+                ));
+            }
         }
         if parsed.direct_connection == Some(true) && parsed.hosts.len() > 1 {
             return Err(UriError(
@@ -394,6 +470,33 @@ mod tests {
     }
 
     #[test]
+    fn srv_names_the_record_and_implies_tls() {
+        let u = UpstreamUri::parse("mongodb+srv://u:p@cluster0.example.net/app?srvServiceName=db")
+            .unwrap();
+        assert!(u.hosts.is_empty());
+        let srv = u.srv.clone().unwrap();
+        assert_eq!(srv.record(), "_db._tcp.cluster0.example.net.");
+        assert!(u.tls.enabled);
+        assert!(u.discovers_primary());
+        assert!(!u.to_string().contains("u:p"));
+        let plain = UpstreamUri::parse("mongodb+srv://cluster0.example.net/?tls=false").unwrap();
+        assert!(!plain.tls.enabled);
+        // Targets must lie in the host's parent domain.
+        assert!(srv.allows("shard-00.example.net."));
+        assert!(srv.allows("a.b.example.net"));
+        assert!(!srv.allows("evil.example.org"));
+        assert!(!srv.allows("example.net.evil.org"));
+        assert!(!srv.allows("notexample.net"));
+        let short = SrvName {
+            host: "localhost".into(),
+            service: "mongodb".into(),
+        };
+        assert!(short.allows("db0.localhost."));
+        assert!(!short.allows("localhost"));
+        assert!(!short.allows("db0.elsewhere"));
+    }
+
+    #[test]
     fn only_direct_connection_skips_discovery() {
         let u = UpstreamUri::parse("mongodb://127.0.0.1:27017").unwrap();
         assert!(u.discovers_primary(), "a single seed may be a secondary");
@@ -409,8 +512,10 @@ mod tests {
 
     #[test]
     fn errors_say_what_to_do() {
-        let e = UpstreamUri::parse("mongodb+srv://cluster0.example.net").unwrap_err();
-        assert!(e.0.contains("list the hosts"));
+        let e = UpstreamUri::parse("mongodb+srv://a.example.net:27017").unwrap_err();
+        assert!(e.0.contains("without a port"));
+        assert!(UpstreamUri::parse("mongodb+srv://a.example.net,b.example.net").is_err());
+        assert!(UpstreamUri::parse("mongodb+srv://a.example.net/?directConnection=true").is_err());
         let e = UpstreamUri::parse("postgres://u:pw@h").unwrap_err();
         assert!(e.0.contains("mongodb://") && !e.0.contains("pw"));
         assert!(UpstreamUri::parse("mongodb://h:0").is_err());
