@@ -83,10 +83,16 @@ fn bad_values_name_their_source() {
         err.contains("WIRELINT_CONNECT_TIMEOUT") && err.contains("connect_timeout"),
         "{err}"
     );
-    let (code, _, err) =
-        run(wirelint().args(["proxy", "--upstream", "mongodb+srv://cluster0.example.net"]));
+    let (code, _, err) = run(wirelint().args([
+        "proxy",
+        "--upstream",
+        "mongodb+srv://cluster0.example.net:27017",
+    ]));
     assert_eq!(code, 2);
-    assert!(err.contains("list the hosts"), "{err}");
+    assert!(
+        err.contains("without a port") && err.contains("upstream"),
+        "{err}"
+    );
     let (code, _, err) = run(wirelint().args([
         "proxy",
         "--upstream",
