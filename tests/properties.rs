@@ -181,8 +181,13 @@ mod transparency {
             s.shutdown().await.unwrap();
             got
         });
-        let mut settings =
-            wirelint::ProxySettings::new("127.0.0.1:0", &format!("mongodb://{backend}/")).unwrap();
+        // directConnection: the recorder is not a server and must see only
+        // the client's bytes, not wirelint's discovery hello.
+        let mut settings = wirelint::ProxySettings::new(
+            "127.0.0.1:0",
+            &format!("mongodb://{backend}/?directConnection=true"),
+        )
+        .unwrap();
         settings.discover_partition_keys = false;
         let proxy = wirelint::Proxy::start(settings).await.unwrap();
         let mut client = TcpStream::connect(proxy.local_addr()).await.unwrap();
