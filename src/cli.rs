@@ -134,7 +134,7 @@ pub fn main() -> i32 {
                     m.severity.as_str(),
                     m.summary,
                     m.advice,
-                    m.seed,
+                    m.source,
                     m.docs_path()
                 );
                 for t in m.thresholds {
@@ -199,14 +199,15 @@ fn keys_command(config: Option<&std::path::Path>, report: Option<&std::path::Pat
     if let Some(path) = config {
         match FileConfig::load(path) {
             Ok(file) => {
-                for (ns, paths) in file.partition_keys() {
-                    keys.insert(
-                        ns,
-                        PartitionKey {
-                            paths,
-                            source: KeySource::Config,
-                        },
-                    );
+                let found = match file.partition_keys(&path.display().to_string()) {
+                    Ok(found) => found,
+                    Err(e) => {
+                        eprintln!("wirelint: {e}");
+                        return 2;
+                    }
+                };
+                for (ns, paths, kind) in found {
+                    keys.insert(ns, PartitionKey::new(paths, kind, KeySource::Config));
                 }
             }
             Err(e) => {
@@ -227,8 +228,8 @@ fn keys_command(config: Option<&std::path::Path>, report: Option<&std::path::Pat
     for (ns, key) in keys {
         let _ = writeln!(
             out,
-            "{ns:<40} [{}]  from {}",
-            key.paths.join(", "),
+            "{ns:<40} {}  from {}",
+            key.describe(),
             key.source.describe()
         );
     }

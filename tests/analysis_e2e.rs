@@ -501,15 +501,20 @@ async fn show_values_adds_example_ids_to_findings() {
     proxy.shutdown().await;
 }
 
-/// seed 004 V1: posts partitioned by postId. Reads by postId stay in one
-/// partition; by userId they fan out (WL201); `$in` on the key is targeted
-/// (info); the sorted, limited feed is WL202.
+/// The blogging platform's V1: posts partitioned by postId. Reads by postId
+/// are single-shard; by userId they are scatter-gather (WL201); `$in` on
+/// the key is multi-shard, targeted by the backend (not reported); the
+/// sorted, limited feed is WL202.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
     use futures_util::TryStreamExt;
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
-    settings.analysis.partition_keys = vec![("part_test.posts".into(), vec!["postId".into()])];
+    settings.analysis.partition_keys = vec![(
+        "part_test.posts".into(),
+        vec!["postId".into()],
+        wirelint::analysis::partition::KeyKind::Ranged,
+    )];
     let proxy = common::proxy_with(settings).await;
     let c = common::client(&proxy.connection_string()).await;
     let posts = c.database("part_test").collection::<Document>("posts");
@@ -563,17 +568,17 @@ async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
     assert_eq!(
         (label("Q2"), label("Q3"), label("Q5"), label("Q6")),
         (
-            "single".into(),
-            "fan-out".into(),
-            "targeted".into(),
-            "fan-out".into()
+            "single-shard".into(),
+            "scatter-gather".into(),
+            "multi-shard".into(),
+            "scatter-gather".into()
         )
     );
     assert_eq!(pattern(&report, "Q2").verdict, "ok");
     assert_eq!(
         pattern(&report, "Q5").verdict,
         "ok",
-        "targeted is info only"
+        "multi-shard is targeted by the backend"
     );
     let mut got: Vec<(String, Severity, Vec<String>)> = report
         .findings
@@ -584,7 +589,6 @@ async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
     assert_eq!(
         got,
         vec![
-            ("WL201".to_string(), Severity::Info, vec!["Q5".to_string()]),
             (
                 "WL201".to_string(),
                 Severity::Warning,

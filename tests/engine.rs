@@ -147,8 +147,8 @@ fn partition_keys_are_learnt_from_accepted_commands_only() {
         k.partition_keys.get("blog.users").unwrap().paths,
         vec!["userId"]
     );
-    assert_eq!(k.patterns.get("Q3").unwrap().partitions.fanout, 1);
-    assert_eq!(k.patterns.get("Q2").unwrap().partitions.single, 1);
+    assert_eq!(k.patterns.get("Q3").unwrap().partitions.scatter_gather, 1);
+    assert_eq!(k.patterns.get("Q2").unwrap().partitions.single_shard, 1);
     let f = k.findings.all().next().expect("WL201 for Q3");
     assert_eq!(
         (f.rule.as_str(), f.namespace.as_str()),
@@ -248,7 +248,7 @@ fn a_filter_nested_thousands_deep_is_analysed_without_overflow() {
     k.lock()
         .unwrap()
         .partition_keys
-        .discovered("d.c".into(), vec!["a".into()]);
+        .discovered("d.c".into(), vec!["a".into()], wirelint::analysis::partition::KeyKind::Ranged);
     let analysed = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn({

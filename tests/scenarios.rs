@@ -48,7 +48,9 @@ async fn run(name: &str) -> wirelint::report::Report {
     let backend = Backend::start(Default::default());
     let mut settings = common::settings(&backend.uri());
     settings.analysis.rules = wirelint::config::rule_settings(&config, &config_path).unwrap();
-    settings.analysis.partition_keys = config.partition_keys();
+    settings.analysis.partition_keys = config
+        .partition_keys(&config_path.display().to_string())
+        .unwrap();
     config.limits.apply(&mut settings.analysis.caps);
     let proxy = common::proxy_with(settings).await;
 
@@ -159,17 +161,17 @@ async fn seed004_blog_v1_v2_v3_diff() {
     );
     let q3 = line(&a, "Q3");
     assert!(
-        q3.contains("fan-out → fan-out") && q3.contains("⚠→⚠"),
+        q3.contains("scatter-gather → scatter-gather") && q3.contains("⚠→⚠"),
         "{a}"
     );
     let q3 = line(&b, "Q3");
     assert!(
-        q3.contains("fan-out → single") && q3.contains("⚠→✅") && q3.contains("-WL201"),
+        q3.contains("scatter-gather → single-shard") && q3.contains("⚠→✅") && q3.contains("-WL201"),
         "{b}"
     );
     let q6 = line(&b, "Q6");
     assert!(
-        q6.contains("fan-out → single") && q6.contains("-WL202"),
+        q6.contains("scatter-gather → single-shard") && q6.contains("-WL202"),
         "{b}"
     );
     let c1 = line(&a, "C1");

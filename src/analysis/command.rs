@@ -481,6 +481,14 @@ impl<'a> Command<'a> {
         }
     }
 
+    /// shardCollection's key pattern (`{field: 1 | "hashed", …}`).
+    pub fn shard_key_pattern(&self) -> Option<&'a RawDocument> {
+        match self.kind {
+            Kind::ShardCollection => self.doc("key"),
+            _ => None,
+        }
+    }
+
     /// The shard key of shardCollection (`key`) or of a Cosmos DB
     /// `customAction: "CreateCollection" | "UpdateCollection"` (`shardKey`,
     /// a single path), as a list of paths.

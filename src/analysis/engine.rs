@@ -518,7 +518,7 @@ impl Engine {
             return;
         };
         if let Some((namespace, key)) = lock(&self.knowledge).partition_keys.learn(cmd) {
-            tracing::info!(%namespace, key = ?key.paths, "partition key learnt from {}", key.source.describe());
+            tracing::info!(%namespace, key = %key.describe(), "partition key learnt from {}", key.source.describe());
         }
     }
 

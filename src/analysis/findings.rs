@@ -68,7 +68,10 @@ pub struct Finding {
     pub message: String,
     pub evidence: BTreeMap<String, serde_json::Value>,
     pub advice: String,
-    pub seed: String,
+    /// The public pages the rule comes from, by title (`seed` in reports
+    /// written before 0.2).
+    #[serde(alias = "seed")]
+    pub source: String,
     pub docs: String,
     pub occurrences: u64,
     pub first_seen: String,
@@ -189,7 +192,7 @@ impl FindingStore {
                 message: draft.message,
                 evidence: draft.evidence,
                 advice: meta.advice.to_string(),
-                seed: meta.seed.to_string(),
+                source: meta.source.to_string(),
                 docs: meta.docs_path(),
                 occurrences: 1,
                 first_seen: stamp.clone(),

@@ -172,7 +172,7 @@ mod tests {
         severity: crate::analysis::findings::Severity::Info,
         summary: "",
         advice: "",
-        seed: "",
+        source: "",
         thresholds: &[],
     };
     static COUNTS: RuleMeta = RuleMeta {

@@ -65,7 +65,7 @@ pub struct Settings {
     /// How much per-namespace state is kept (LRU-capped).
     pub caps: state::Caps,
     /// Partition keys from the config file: namespace → key paths.
-    pub partition_keys: Vec<(String, Vec<String>)>,
+    pub partition_keys: Vec<(String, Vec<String>, partition::KeyKind)>,
 }
 
 impl Default for Settings {

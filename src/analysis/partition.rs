@@ -2,31 +2,88 @@
 //!
 //! A collection's key comes from, in order of precedence: the config file;
 //! commands seen in traffic (`shardCollection`, Cosmos DB's `customAction:
-//! "CreateCollection" | "UpdateCollection"` with `shardKey`). A filter is
-//! *single-partition* when it pins every key path by equality (`{k: v}`,
-//! `{k: {$eq: v}}`, inside `$and` too), *targeted* when every path is pinned
-//! but some by a short list (`$in`, or an `$or` whose every branch pins the
-//! key), and *fan-out* otherwise: the query has to ask every partition.
+//! "CreateCollection" | "UpdateCollection"` with `shardKey`); a sharded
+//! cluster's `config.collections`. Targeting follows the backend's own
+//! rules for the key's kind, and is named in `analyzeShardKey`'s words:
+//!
+//! | key | single-shard | multi-shard | scatter-gather |
+//! |---|---|---|---|
+//! | ranged (MongoDB default) | equality on every path | equality, `$in` or a range on a prefix | anything else |
+//! | hashed | equality on every path | `$in` (or equality on a prefix) | ranges, anything else |
+//! | Cosmos DB | equality on every path | equality on a prefix of a hierarchical key | anything else (`$in` too) |
+//!
+//! "Equality" is `{k: v}`, `{k: {$eq: v}}` or a one-value `$in`, at the top
+//! level or inside `$and`; an `$or` whose every branch is targeted reaches
+//! several partitions (multi-shard).
 
 use super::command::{Command, Kind};
 use bson::{RawBsonRef, RawDocument};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// How many partitions an operation reaches, in `analyzeShardKey`'s
+/// vocabulary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Partitioning {
-    Single,
-    Targeted,
-    FanOut,
+    SingleShard,
+    MultiShard,
+    ScatterGather,
 }
 
 impl Partitioning {
     pub fn as_str(self) -> &'static str {
         match self {
-            Partitioning::Single => "single",
-            Partitioning::Targeted => "targeted",
-            Partitioning::FanOut => "fan-out",
+            Partitioning::SingleShard => "single-shard",
+            Partitioning::MultiShard => "multi-shard",
+            Partitioning::ScatterGather => "scatter-gather",
+        }
+    }
+}
+
+/// How the backend places documents by the key, which decides what a
+/// filter must say to be targeted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyKind {
+    /// MongoDB's default (`{k: 1}`): chunks are ranges of key values.
+    #[default]
+    Ranged,
+    /// `{k: "hashed"}`: chunks are ranges of the key's hash.
+    Hashed,
+    /// Azure Cosmos DB: one logical partition per key value (hierarchical
+    /// keys list several paths).
+    Cosmos,
+}
+
+impl KeyKind {
+    pub fn parse(s: &str) -> Option<KeyKind> {
+        match s {
+            "ranged" => Some(KeyKind::Ranged),
+            "hashed" => Some(KeyKind::Hashed),
+            "cosmos" => Some(KeyKind::Cosmos),
+            _ => None,
+        }
+    }
+
+    /// A MongoDB key pattern's kind: hashed when any field says `"hashed"`.
+    pub fn of_pattern(pattern: &RawDocument) -> KeyKind {
+        let hashed = pattern
+            .iter()
+            .flatten()
+            .any(|(_, v)| v.as_str() == Some("hashed"));
+        if hashed {
+            KeyKind::Hashed
+        } else {
+            KeyKind::Ranged
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Ranged => "ranged",
+            KeyKind::Hashed => "hashed",
+            KeyKind::Cosmos => "cosmos",
         }
     }
 }
@@ -55,7 +112,25 @@ impl KeySource {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionKey {
     pub paths: Vec<String>,
+    /// Absent in reports written before key kinds were told apart.
+    #[serde(default)]
+    pub kind: KeyKind,
     pub source: KeySource,
+}
+
+impl PartitionKey {
+    pub fn new(paths: Vec<String>, kind: KeyKind, source: KeySource) -> PartitionKey {
+        PartitionKey {
+            paths,
+            kind,
+            source,
+        }
+    }
+
+    /// `[a, b] (ranged)`, as messages show a key.
+    pub fn describe(&self) -> String {
+        format!("[{}] ({})", self.paths.join(", "), self.kind.as_str())
+    }
 }
 
 /// Keys by namespace.
@@ -65,20 +140,14 @@ pub struct PartitionKeys {
 }
 
 impl PartitionKeys {
-    pub fn from_config(keys: impl IntoIterator<Item = (String, Vec<String>)>) -> PartitionKeys {
+    pub fn from_config(
+        keys: impl IntoIterator<Item = (String, Vec<String>, KeyKind)>,
+    ) -> PartitionKeys {
         PartitionKeys {
             keys: keys
                 .into_iter()
-                .filter(|(_, paths)| !paths.is_empty())
-                .map(|(ns, paths)| {
-                    (
-                        ns,
-                        PartitionKey {
-                            paths,
-                            source: KeySource::Config,
-                        },
-                    )
-                })
+                .filter(|(_, paths, _)| !paths.is_empty())
+                .map(|(ns, paths, kind)| (ns, PartitionKey::new(paths, kind, KeySource::Config)))
                 .collect(),
         }
     }
@@ -92,7 +161,7 @@ impl PartitionKeys {
     }
 
     /// A key read from a sharded cluster; the config file wins.
-    pub fn discovered(&mut self, namespace: String, paths: Vec<String>) {
+    pub fn discovered(&mut self, namespace: String, paths: Vec<String>, kind: KeyKind) {
         if paths.is_empty()
             || self
                 .keys
@@ -103,10 +172,7 @@ impl PartitionKeys {
         }
         self.keys.insert(
             namespace,
-            PartitionKey {
-                paths,
-                source: KeySource::ConfigCollections,
-            },
+            PartitionKey::new(paths, kind, KeySource::ConfigCollections),
         );
     }
 
@@ -123,29 +189,33 @@ impl PartitionKeys {
         {
             return None;
         }
-        let source = match cmd.kind {
-            Kind::ShardCollection => KeySource::ShardCollection,
-            _ => KeySource::CosmosCustomAction,
+        let (source, kind) = match cmd.kind {
+            Kind::ShardCollection => (
+                KeySource::ShardCollection,
+                cmd.shard_key_pattern().map_or(KeyKind::Ranged, KeyKind::of_pattern),
+            ),
+            _ => (KeySource::CosmosCustomAction, KeyKind::Cosmos),
         };
-        let key = PartitionKey { paths, source };
+        let key = PartitionKey::new(paths, kind, source);
         self.keys.insert(namespace.clone(), key.clone());
         Some((namespace, key))
     }
 }
 
 /// How a data operation meets the keys of the collections it reads: its
-/// own (an insert goes to its document's partition: single) and, for an
-/// aggregate, those of collections it joins with `$lookup` — one looked-up
-/// key per input document is *targeted*, a join on any other field fans
-/// out. `None` when no collection involved has a known key.
+/// own (an insert goes to its document's partition: single-shard) and, for
+/// an aggregate, those of collections it joins with `$lookup` — a join on
+/// the looked-up collection's key asks one partition per input document
+/// (multi-shard), a join on any other field asks them all. `None` when no
+/// collection involved has a known key.
 pub fn classify_operation(
     cmd: &Command<'_>,
     namespace: &str,
     keys: &PartitionKeys,
 ) -> Option<Partitioning> {
-    let own = keys
-        .get(namespace)
-        .map(|key| classify_command(cmd, &key.paths).unwrap_or(Partitioning::Single));
+    let own = keys.get(namespace).map(|key| {
+        classify_command(cmd, namespace, key).unwrap_or(Partitioning::SingleShard)
+    });
     let db = namespace.split_once('.').map_or(namespace, |(db, _)| db);
     let joins = cmd
         .pipeline()
@@ -174,11 +244,15 @@ fn lookup_partitioning(
         let Some(key) = keys.get(&format!("{db}.{from}")) else {
             continue;
         };
-        let on_key = matches!(lookup.get_str("foreignField"), Ok(f) if key.paths.len() == 1 && key.paths[0] == f);
+        let on_key = match lookup.get_str("foreignField") {
+            Ok(f) if key.kind == KeyKind::Cosmos => key.paths.len() == 1 && key.paths[0] == f,
+            Ok(f) => key.paths[0] == f,
+            Err(_) => false,
+        };
         out.push(if on_key {
-            Partitioning::Targeted
+            Partitioning::MultiShard
         } else {
-            Partitioning::FanOut
+            Partitioning::ScatterGather
         });
     }
     out
@@ -186,83 +260,128 @@ fn lookup_partitioning(
 
 /// How a data operation meets its collection's key; `None` for operations
 /// that are not reads, updates or deletes by filter (inserts go to their
-/// document's partition).
-pub fn classify_command(cmd: &Command<'_>, key: &[String]) -> Option<Partitioning> {
+/// document's partition). A command with several statements (updates,
+/// deletes, bulkWrite) is as wide as its widest statement on `namespace`.
+pub fn classify_command(
+    cmd: &Command<'_>,
+    namespace: &str,
+    key: &PartitionKey,
+) -> Option<Partitioning> {
+    let of = |f: Option<&RawDocument>| f.map_or(Partitioning::ScatterGather, |f| classify(f, key));
     match cmd.kind {
-        Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => {
-            Some(match cmd.filter() {
-                Some(f) => classify(f, key),
-                None => Partitioning::FanOut,
-            })
-        }
+        Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => Some(of(cmd.filter())),
         Kind::Aggregate => {
             let first = cmd.pipeline()?.into_iter().next();
             Some(match first {
-                Some(Ok(RawBsonRef::Document(stage))) => match stage.get_document("$match") {
-                    Ok(f) => classify(f, key),
-                    Err(_) => Partitioning::FanOut,
-                },
-                _ => Partitioning::FanOut,
+                Some(Ok(RawBsonRef::Document(stage))) => of(stage.get_document("$match").ok()),
+                _ => Partitioning::ScatterGather,
             })
         }
-        Kind::Update => {
-            let updates = cmd.updates();
-            worst(
-                updates
-                    .iter()
-                    .map(|u| u.filter.map_or(Partitioning::FanOut, |f| classify(f, key))),
-            )
+        Kind::Update => cmd.updates().iter().map(|u| of(u.filter)).max(),
+        Kind::Delete => cmd.deletes().iter().map(|(q, _)| classify(q, key)).max(),
+        Kind::BulkWrite => {
+            let (spaces, ops) = cmd.bulk_write()?;
+            let mine = spaces.iter().position(|ns| *ns == namespace)?;
+            ops.iter()
+                .filter_map(|op| {
+                    let (verb, index) = op.iter().next()?.ok()?;
+                    let index = match index {
+                        RawBsonRef::Int32(i) => i as usize,
+                        RawBsonRef::Int64(i) => i as usize,
+                        _ => return None,
+                    };
+                    if index != mine {
+                        return None;
+                    }
+                    Some(match verb.as_str() {
+                        "insert" => Partitioning::SingleShard,
+                        _ => of(op.get_document("filter").ok()),
+                    })
+                })
+                .max()
         }
-        Kind::Delete => worst(cmd.deletes().iter().map(|(q, _)| classify(q, key))),
         _ => None,
     }
 }
 
-fn worst(it: impl Iterator<Item = Partitioning>) -> Option<Partitioning> {
-    it.max()
-}
-
-/// How one path is constrained.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// How one path is constrained, narrowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Pin {
     Eq,
     In,
+    Range,
 }
 
-/// Classifies a filter against a key (a list of paths).
-pub fn classify(filter: &RawDocument, key: &[String]) -> Partitioning {
+/// Classifies a filter against a key.
+pub fn classify(filter: &RawDocument, key: &PartitionKey) -> Partitioning {
     classify_at(filter, key, 0)
 }
 
-fn classify_at(filter: &RawDocument, key: &[String], depth: usize) -> Partitioning {
+fn classify_at(filter: &RawDocument, key: &PartitionKey, depth: usize) -> Partitioning {
     if depth > MAX_FILTER_DEPTH {
-        return Partitioning::FanOut;
+        return Partitioning::ScatterGather;
     }
-    let pins: Vec<Option<Pin>> = key.iter().map(|path| pinned(filter, path)).collect();
-    if pins.iter().all(|p| *p == Some(Pin::Eq)) {
-        return Partitioning::Single;
-    }
-    if pins.iter().all(Option::is_some) {
-        return Partitioning::Targeted;
-    }
-    // A top-level $or whose every branch pins the key reaches a few
-    // partitions, one per branch.
-    if let Ok(branches) = filter.get_array("$or") {
-        let mut all = true;
-        let mut any = false;
-        for branch in branches.into_iter().flatten() {
-            any = true;
-            match branch {
-                RawBsonRef::Document(b)
-                    if classify_at(b, key, depth + 1) != Partitioning::FanOut => {}
-                _ => all = false,
+    let pins: Vec<Option<Pin>> = key.paths.iter().map(|path| pinned(filter, path)).collect();
+    let mut best = by_pins(&pins, key.kind);
+    // Each `$and` branch is a conjunct: the narrowest one bounds the whole
+    // (an `$or` nested in it included). An `$or` whose every branch is
+    // targeted reaches the union of their partitions.
+    for (k, v) in filter.iter().flatten() {
+        let RawBsonRef::Array(branches) = v else {
+            continue;
+        };
+        let branches = branches.into_iter().flatten();
+        match k.as_str() {
+            "$and" => {
+                for b in branches.filter_map(RawBsonRef::as_document) {
+                    best = best.min(classify_at(b, key, depth + 1));
+                }
             }
-        }
-        if any && all {
-            return Partitioning::Targeted;
+            "$or" => {
+                let mut n = 0;
+                let mut widest = Partitioning::SingleShard;
+                for b in branches {
+                    n += 1;
+                    widest = widest.max(match b {
+                        RawBsonRef::Document(b) => classify_at(b, key, depth + 1),
+                        _ => Partitioning::ScatterGather,
+                    });
+                }
+                if n > 1 {
+                    widest = widest.max(Partitioning::MultiShard);
+                }
+                if n > 0 {
+                    best = best.min(widest);
+                }
+            }
+            _ => {}
         }
     }
-    Partitioning::FanOut
+    best
+}
+
+/// The backend's targeting rule for a key of `kind`, given how each of its
+/// paths is pinned.
+fn by_pins(pins: &[Option<Pin>], kind: KeyKind) -> Partitioning {
+    if pins.iter().all(|p| *p == Some(Pin::Eq)) {
+        return Partitioning::SingleShard;
+    }
+    let first = pins.first().copied().flatten();
+    let narrowed = match kind {
+        // Chunks are ranges of the key: any bound on its first path
+        // (equality, a list, a range) selects the chunks that hold it.
+        KeyKind::Ranged => first.is_some(),
+        // Chunks are ranges of the hash: only values can be hashed.
+        KeyKind::Hashed => matches!(first, Some(Pin::Eq | Pin::In)),
+        // One logical partition per value of the whole key; a prefix of
+        // a hierarchical key selects its sub-partitions.
+        KeyKind::Cosmos => pins.len() > 1 && first == Some(Pin::Eq),
+    };
+    if narrowed {
+        Partitioning::MultiShard
+    } else {
+        Partitioning::ScatterGather
+    }
 }
 
 /// The paths a filter pins by equality (top level and `$and` branches):
@@ -354,6 +473,7 @@ fn value_pin(v: RawBsonRef<'_>) -> Option<Pin> {
                                 1 => Some(Pin::Eq),
                                 _ => Some(Pin::In),
                             },
+                            ("$gt" | "$gte" | "$lt" | "$lte", _) => Some(Pin::Range),
                             _ => None,
                         };
                         pin = match (pin, this) {
@@ -377,76 +497,120 @@ fn value_pin(v: RawBsonRef<'_>) -> Option<Pin> {
 mod tests {
     use super::*;
     use bson::rawdoc;
+    use Partitioning::*;
 
-    fn key(paths: &[&str]) -> Vec<String> {
-        paths.iter().map(|s| s.to_string()).collect()
+    fn key(paths: &[&str], kind: KeyKind) -> PartitionKey {
+        PartitionKey::new(
+            paths.iter().map(|s| s.to_string()).collect(),
+            kind,
+            KeySource::Config,
+        )
     }
 
     #[test]
-    fn equality_in_and_or_and_dotted_paths() {
-        let k = key(&["userId"]);
-        use Partitioning::*;
+    fn a_single_path_key_of_each_kind() {
+        // (filter, ranged, hashed, cosmos)
         let cases = [
-            (rawdoc! {"userId": "u1"}, Single),
-            (rawdoc! {"userId": {"$eq": "u1"}, "n": {"$gt": 1}}, Single),
-            (rawdoc! {"$and": [{"userId": "u1"}, {"n": 1}]}, Single),
-            (rawdoc! {"userId": {"$in": ["u1", "u2"]}}, Targeted),
-            (rawdoc! {"userId": {"$in": ["u1"]}}, Single),
-            (
-                rawdoc! {"$or": [{"userId": "u1"}, {"userId": "u2"}]},
-                Targeted,
-            ),
-            (rawdoc! {"$or": [{"userId": "u1"}, {"title": "x"}]}, FanOut),
-            (rawdoc! {"title": "x"}, FanOut),
-            (rawdoc! {}, FanOut),
-            (rawdoc! {"userId": {"$gt": "a"}}, FanOut),
-            (rawdoc! {"userId": {"$ne": "a"}}, FanOut),
-            (rawdoc! {"userId": ["a", "b"]}, FanOut),
+            (rawdoc! {"userId": "u1"}, SingleShard, SingleShard, SingleShard),
+            (rawdoc! {"userId": {"$eq": "u1"}, "n": {"$gt": 1}}, SingleShard, SingleShard, SingleShard),
+            (rawdoc! {"$and": [{"userId": "u1"}, {"n": 1}]}, SingleShard, SingleShard, SingleShard),
+            (rawdoc! {"userId": {"$in": ["u1"]}}, SingleShard, SingleShard, SingleShard),
+            (rawdoc! {"userId": {"$in": ["u1", "u2"]}}, MultiShard, MultiShard, ScatterGather),
+            (rawdoc! {"userId": {"$gte": "a", "$lt": "b"}}, MultiShard, ScatterGather, ScatterGather),
+            (rawdoc! {"$or": [{"userId": "u1"}, {"userId": "u2"}]}, MultiShard, MultiShard, MultiShard),
+            (rawdoc! {"$or": [{"userId": "u1"}]}, SingleShard, SingleShard, SingleShard),
+            (rawdoc! {"$or": [{"userId": "u1"}, {"title": "x"}]}, ScatterGather, ScatterGather, ScatterGather),
+            // An $or inside $and is still a conjunct of the whole.
+            (rawdoc! {"$and": [{"n": 1}, {"$or": [{"userId": "u1"}, {"userId": "u2"}]}]}, MultiShard, MultiShard, MultiShard),
+            (rawdoc! {"title": "x"}, ScatterGather, ScatterGather, ScatterGather),
+            (rawdoc! {}, ScatterGather, ScatterGather, ScatterGather),
+            (rawdoc! {"userId": {"$ne": "a"}}, ScatterGather, ScatterGather, ScatterGather),
+            (rawdoc! {"userId": ["a", "b"]}, ScatterGather, ScatterGather, ScatterGather),
         ];
-        for (filter, want) in cases {
-            assert_eq!(classify(&filter, &k), want, "{filter:?}");
+        for (filter, ranged, hashed, cosmos) in cases {
+            assert_eq!(classify(&filter, &key(&["userId"], KeyKind::Ranged)), ranged, "ranged {filter:?}");
+            assert_eq!(classify(&filter, &key(&["userId"], KeyKind::Hashed)), hashed, "hashed {filter:?}");
+            assert_eq!(classify(&filter, &key(&["userId"], KeyKind::Cosmos)), cosmos, "cosmos {filter:?}");
         }
-        let dotted = key(&["tenant.id"]);
-        assert_eq!(classify(&rawdoc! {"tenant.id": 4}, &dotted), Single);
+        let dotted = key(&["tenant.id"], KeyKind::Ranged);
+        assert_eq!(classify(&rawdoc! {"tenant.id": 4}, &dotted), SingleShard);
         assert_eq!(
             classify(&rawdoc! {"tenant": {"id": 4}}, &dotted),
-            FanOut,
+            ScatterGather,
             "a whole-document match is not a path match"
         );
     }
 
+    /// A compound ranged key `[tenantId, userId]`: equality or a range on
+    /// the prefix targets the chunks of that tenant; a hierarchical Cosmos
+    /// DB key reaches the sub-partitions of a pinned prefix.
     #[test]
-    fn lookups_into_partitioned_collections() {
+    fn compound_keys_and_their_prefixes() {
+        let ranged = key(&["tenantId", "userId"], KeyKind::Ranged);
+        let cosmos = key(&["tenantId", "userId"], KeyKind::Cosmos);
+        let cases = [
+            (rawdoc! {"tenantId": 1, "userId": 2}, SingleShard, SingleShard),
+            (rawdoc! {"tenantId": 1}, MultiShard, MultiShard),
+            (rawdoc! {"tenantId": 1, "status": "open"}, MultiShard, MultiShard),
+            (rawdoc! {"tenantId": {"$gte": 1, "$lt": 5}}, MultiShard, ScatterGather),
+            (rawdoc! {"tenantId": 1, "userId": {"$in": [2, 3]}}, MultiShard, MultiShard),
+            (rawdoc! {"userId": 2}, ScatterGather, ScatterGather),
+        ];
+        for (filter, r, c) in cases {
+            assert_eq!(classify(&filter, &ranged), r, "ranged {filter:?}");
+            assert_eq!(classify(&filter, &cosmos), c, "cosmos {filter:?}");
+        }
+    }
+
+    fn classify_body(body: bson::RawDocumentBuf, ns: &str, keys: &PartitionKeys) -> Option<Partitioning> {
         use crate::wire::{op_msg, Message};
-        let keys =
-            PartitionKeys::from_config([("blog.users".to_string(), vec!["userId".to_string()])]);
-        let classify_pipeline = |lookup: bson::RawDocumentBuf| {
-            let body = rawdoc! {"aggregate": "posts", "pipeline": [{"$lookup": lookup}], "cursor": {}, "$db": "blog"};
-            let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
-            let msg = Message::parse(&frame).unwrap();
-            let cmd = Command::parse(&msg).unwrap();
-            classify_operation(&cmd, "blog.posts", &keys)
-        };
-        let on_key = rawdoc! {"from": "users", "localField": "authorId", "foreignField": "userId", "as": "a"};
-        let off_key = rawdoc! {"from": "users", "localField": "authorName", "foreignField": "name", "as": "a"};
-        let unkeyed =
-            rawdoc! {"from": "tags", "localField": "t", "foreignField": "name", "as": "a"};
-        assert_eq!(classify_pipeline(on_key), Some(Partitioning::Targeted));
-        assert_eq!(classify_pipeline(off_key), Some(Partitioning::FanOut));
-        assert_eq!(classify_pipeline(unkeyed), None);
+        let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+        let msg = Message::parse(&frame).unwrap();
+        let cmd = Command::parse(&msg).unwrap();
+        classify_operation(&cmd, ns, keys)
     }
 
     #[test]
-    fn compound_and_hierarchical_keys_need_every_path() {
-        let k = key(&["tenantId", "userId"]);
-        assert_eq!(
-            classify(&rawdoc! {"tenantId": 1, "userId": 2}, &k),
-            Partitioning::Single
-        );
-        assert_eq!(classify(&rawdoc! {"tenantId": 1}, &k), Partitioning::FanOut);
-        assert_eq!(
-            classify(&rawdoc! {"tenantId": 1, "userId": {"$in": [2, 3]}}, &k),
-            Partitioning::Targeted
-        );
+    fn lookups_into_partitioned_collections() {
+        let keys = PartitionKeys::from_config([(
+            "blog.users".to_string(),
+            vec!["userId".to_string()],
+            KeyKind::Ranged,
+        )]);
+        let pipeline = |lookup: bson::RawDocumentBuf| {
+            rawdoc! {"aggregate": "posts", "pipeline": [{"$lookup": lookup}], "cursor": {}, "$db": "blog"}
+        };
+        let on_key = rawdoc! {"from": "users", "localField": "authorId", "foreignField": "userId", "as": "a"};
+        let off_key = rawdoc! {"from": "users", "localField": "authorName", "foreignField": "name", "as": "a"};
+        let unkeyed = rawdoc! {"from": "tags", "localField": "t", "foreignField": "name", "as": "a"};
+        assert_eq!(classify_body(pipeline(on_key), "blog.posts", &keys), Some(MultiShard));
+        assert_eq!(classify_body(pipeline(off_key), "blog.posts", &keys), Some(ScatterGather));
+        assert_eq!(classify_body(pipeline(unkeyed), "blog.posts", &keys), None);
+    }
+
+    /// bulkWrite is as wide as its widest statement on the collection;
+    /// statements on other collections do not count.
+    #[test]
+    fn bulk_write_statements_are_classified() {
+        let keys = PartitionKeys::from_config([(
+            "app.orders".to_string(),
+            vec!["customerId".to_string()],
+            KeyKind::Hashed,
+        )]);
+        let body = |ops: bson::RawArrayBuf| {
+            rawdoc! {"bulkWrite": 1, "nsInfo": [{"ns": "app.orders"}, {"ns": "app.logs"}], "ops": ops, "$db": "admin"}
+        };
+        let targeted = bson::rawdoc! {"a": [
+            {"insert": 0, "document": {"customerId": 1}},
+            {"update": 0, "filter": {"customerId": 1}, "updateMods": {"$set": {"x": 1}}},
+            {"delete": 1, "filter": {"level": "debug"}, "multi": true},
+        ]};
+        let scattered = bson::rawdoc! {"a": [
+            {"insert": 0, "document": {"customerId": 1}},
+            {"update": 0, "filter": {"status": "open"}, "updateMods": {"$set": {"x": 1}}, "multi": true},
+        ]};
+        let arr = |d: &bson::RawDocumentBuf| d.get_array("a").unwrap().to_owned();
+        assert_eq!(classify_body(body(arr(&targeted)), "app.orders", &keys), Some(SingleShard));
+        assert_eq!(classify_body(body(arr(&scattered)), "app.orders", &keys), Some(ScatterGather));
     }
 }

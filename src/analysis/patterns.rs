@@ -30,21 +30,25 @@ pub enum NamedBy {
 /// partition rules once a collection's partition key is known).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Partitions {
-    pub single: u64,
-    pub targeted: u64,
-    pub fanout: u64,
+    #[serde(alias = "single")]
+    pub single_shard: u64,
+    #[serde(alias = "targeted")]
+    pub multi_shard: u64,
+    #[serde(alias = "fanout")]
+    pub scatter_gather: u64,
     pub unknown: u64,
 }
 
 impl Partitions {
-    /// The worst class seen, as the report's partitions column shows it.
+    /// The widest class seen, as the report's partitions column shows it
+    /// (`analyzeShardKey`'s words).
     pub fn label(&self) -> &'static str {
-        if self.fanout > 0 {
-            "fan-out"
-        } else if self.targeted > 0 {
-            "targeted"
-        } else if self.single > 0 {
-            "single"
+        if self.scatter_gather > 0 {
+            "scatter-gather"
+        } else if self.multi_shard > 0 {
+            "multi-shard"
+        } else if self.single_shard > 0 {
+            "single-shard"
         } else {
             "unknown"
         }
@@ -268,9 +272,9 @@ impl PatternTable {
         if let Some(stats) = self.patterns.map_get_mut(pattern) {
             let p = &mut stats.partitions;
             match how {
-                Some(Partitioning::Single) => p.single += 1,
-                Some(Partitioning::Targeted) => p.targeted += 1,
-                Some(Partitioning::FanOut) => p.fanout += 1,
+                Some(Partitioning::SingleShard) => p.single_shard += 1,
+                Some(Partitioning::MultiShard) => p.multi_shard += 1,
+                Some(Partitioning::ScatterGather) => p.scatter_gather += 1,
                 None => p.unknown += 1,
             }
         }

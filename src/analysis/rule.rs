@@ -31,10 +31,10 @@ pub struct RuleMeta {
     pub severity: Severity,
     /// One sentence: what it detects.
     pub summary: &'static str,
-    /// What to do, naming the seed's pattern.
+    /// What to do, naming the pattern.
     pub advice: &'static str,
-    /// Where the rule comes from (seed documents in ../shared/seeds).
-    pub seed: &'static str,
+    /// Where the rule comes from: the public pages, by title.
+    pub source: &'static str,
     pub thresholds: &'static [Threshold],
 }
 

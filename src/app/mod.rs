@@ -75,7 +75,7 @@ static PANICS_ON_MARKER: crate::analysis::rule::RuleMeta = crate::analysis::rule
     severity: crate::analysis::findings::Severity::Info,
     summary: "",
     advice: "",
-    seed: "",
+    source: "",
     thresholds: &[],
 };
 
@@ -286,8 +286,8 @@ async fn discover_keys(uri: String, timeout: Duration, knowledge: Arc<Mutex<Know
         Ok(keys) => {
             let n = keys.len();
             let mut k = knowledge.lock().unwrap_or_else(|p| p.into_inner());
-            for (namespace, paths) in keys {
-                k.partition_keys.discovered(namespace, paths);
+            for (namespace, paths, kind) in keys {
+                k.partition_keys.discovered(namespace, paths, kind);
             }
             tracing::info!(
                 collections = n,

@@ -4,19 +4,23 @@
 //! error is logged and the proxy carries on with what the config file and
 //! the traffic say.
 
+use crate::analysis::partition::KeyKind;
 use mongodb::bson::{doc, Document};
 use mongodb::options::ClientOptions;
 use std::time::Duration;
 
-/// `(namespace, key paths)` from `config.collections` documents
-/// (`{_id: "db.coll", key: {field: 1, …}, dropped?: bool}`).
-pub fn keys_from_config_collections(docs: &[Document]) -> Vec<(String, Vec<String>)> {
+/// `(namespace, key paths, kind)` from `config.collections` documents
+/// (`{_id: "db.coll", key: {field: 1 | "hashed", …}, dropped?: bool}`).
+pub fn keys_from_config_collections(docs: &[Document]) -> Vec<DiscoveredKey> {
     docs.iter()
         .filter(|d| !d.get_bool("dropped").unwrap_or(false))
         .filter_map(|d| {
             let ns = d.get_str("_id").ok()?;
-            let key: Vec<String> = d.get_document("key").ok()?.keys().cloned().collect();
-            (!key.is_empty() && !ns.starts_with("config.")).then(|| (ns.to_string(), key))
+            let pattern = d.get_document("key").ok()?;
+            let key: Vec<String> = pattern.keys().cloned().collect();
+            let hashed = pattern.values().any(|v| v.as_str() == Some("hashed"));
+            let kind = if hashed { KeyKind::Hashed } else { KeyKind::Ranged };
+            (!key.is_empty() && !ns.starts_with("config.")).then(|| (ns.to_string(), key, kind))
         })
         .collect()
 }
@@ -24,7 +28,10 @@ pub fn keys_from_config_collections(docs: &[Document]) -> Vec<(String, Vec<Strin
 /// Reads the keys of every sharded collection, when the upstream is a
 /// sharded cluster (its hello says `msg: "isdbgrid"`); an empty list
 /// otherwise.
-pub async fn discover(uri: &str, timeout: Duration) -> Result<Vec<(String, Vec<String>)>, String> {
+/// A discovered key: namespace, paths, kind.
+pub type DiscoveredKey = (String, Vec<String>, KeyKind);
+
+pub async fn discover(uri: &str, timeout: Duration) -> Result<Vec<DiscoveredKey>, String> {
     let mut options = ClientOptions::parse(uri).await.map_err(|e| e.to_string())?;
     options.app_name = Some("wirelint-partition-key-discovery".into());
     options.server_selection_timeout = Some(timeout);
@@ -69,10 +76,15 @@ mod tests {
         assert_eq!(
             keys_from_config_collections(&docs),
             vec![
-                ("blog.posts".to_string(), vec!["postId".to_string()]),
+                (
+                    "blog.posts".to_string(),
+                    vec!["postId".to_string()],
+                    KeyKind::Hashed
+                ),
                 (
                     "blog.events".to_string(),
-                    vec!["tenant".to_string(), "at".to_string()]
+                    vec!["tenant".to_string(), "at".to_string()],
+                    KeyKind::Ranged
                 ),
             ]
         );

@@ -280,8 +280,8 @@ impl ProxyArgs {
                     &path.display().to_string(),
                 )?;
             }
-            settings.analysis.partition_keys = file.partition_keys();
-            for (ns, key) in &settings.analysis.partition_keys {
+            settings.analysis.partition_keys = file.partition_keys(&path.display().to_string())?;
+            for (ns, key, _) in &settings.analysis.partition_keys {
                 if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {
                     return Err(ConfigError::Invalid {
                         origin: path.display().to_string(),

@@ -8,7 +8,9 @@ mod flags;
 
 pub use flags::{Level, ProxyArgs, RunOptions};
 
-use crate::analysis::{self, findings::Severity, rule::RuleOverrides, rule::RuleSettings};
+use crate::analysis::{
+    self, findings::Severity, partition::KeyKind, rule::RuleOverrides, rule::RuleSettings,
+};
 pub use crate::proxy::tls::ClientTls;
 use crate::proxy::{self, uri::UpstreamUri};
 use serde::Deserialize;
@@ -122,6 +124,9 @@ pub struct CollectionSection {
     /// The partition (shard) key: a list of paths; compound and
     /// hierarchical keys list several.
     pub partition_key: Option<Vec<String>>,
+    /// How the backend places documents by that key: `"ranged"` (MongoDB's
+    /// default, and ours), `"hashed"` or `"cosmos"` (Azure Cosmos DB).
+    pub partition_key_kind: Option<String>,
     /// Rule settings for this namespace only.
     #[serde(default)]
     pub rules: BTreeMap<String, RuleSection>,
@@ -165,12 +170,30 @@ pub enum ConfigError {
 }
 
 impl FileConfig {
-    /// `[collections."db.coll"] partition_key = [...]` entries.
-    pub fn partition_keys(&self) -> Vec<(String, Vec<String>)> {
-        self.collections
-            .iter()
-            .filter_map(|(ns, c)| c.partition_key.clone().map(|k| (ns.clone(), k)))
-            .collect()
+    /// `[collections."db.coll"] partition_key = [...]` entries, with
+    /// their `partition_key_kind` (ranged when not given); an unknown kind
+    /// is an error naming the key.
+    pub fn partition_keys(
+        &self,
+        origin: &str,
+    ) -> Result<Vec<(String, Vec<String>, KeyKind)>, ConfigError> {
+        let mut out = Vec::new();
+        for (ns, c) in &self.collections {
+            let kind = match c.partition_key_kind.as_deref() {
+                None => KeyKind::Ranged,
+                Some(text) => KeyKind::parse(text).ok_or_else(|| ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key: format!("collections.\"{ns}\".partition_key_kind"),
+                    message: format!(
+                        "is \"{text}\"; use \"ranged\" (MongoDB's default), \"hashed\" or \"cosmos\""
+                    ),
+                })?,
+            };
+            if let Some(paths) = &c.partition_key {
+                out.push((ns.clone(), paths.clone(), kind));
+            }
+        }
+        Ok(out)
     }
 
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {

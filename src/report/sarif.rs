@@ -32,10 +32,10 @@ pub fn sarif(report: &Report) -> Value {
                 "id": m.id,
                 "name": m.name,
                 "shortDescription": {"text": m.summary},
-                "fullDescription": {"text": format!("{} Source: {}.", m.summary, m.seed)},
+                "fullDescription": {"text": format!("{} Source: {}.", m.summary, m.source)},
                 "help": {
                     "text": format!("{}\n\n{}\nSee {}.", m.summary, m.advice, m.docs_path()),
-                    "markdown": format!("{}\n\n**What to do:** {}\n\n_{}_ — see [`{}`]({}).", m.summary, m.advice, m.seed, m.docs_path(), m.docs_path()),
+                    "markdown": format!("{}\n\n**What to do:** {}\n\n_{}_ — see [`{}`]({}).", m.summary, m.advice, m.source, m.docs_path(), m.docs_path()),
                 },
                 "defaultConfiguration": {"level": level(m.severity)},
                 "properties": {"tags": ["mongodb", "data-modelling"]},

@@ -155,7 +155,7 @@ pub fn text(report: &Report) -> String {
         let _ = writeln!(
             out,
             "      {} · {} · seen {}×, {} – {}\n",
-            f.seed, f.docs, f.occurrences, f.first_seen, f.last_seen
+            f.source, f.docs, f.occurrences, f.first_seen, f.last_seen
         );
     }
     out
@@ -212,7 +212,7 @@ pub fn markdown(report: &Report) -> String {
         let _ = writeln!(
             out,
             "\n**What to do:** {}\n\n_{}_ · [{}]({})\n",
-            f.advice, f.seed, f.rule, f.docs
+            f.advice, f.source, f.rule, f.docs
         );
     }
     out

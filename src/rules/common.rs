@@ -5,7 +5,7 @@
 use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::budget::{Pool, Weight};
 use crate::analysis::command::{fold_path, number, Kind};
-use crate::analysis::partition::Partitioning;
+use crate::analysis::partition::{KeyKind, Partitioning};
 use crate::analysis::state::Namespaces;
 use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
@@ -222,78 +222,80 @@ pub const CROSS_PARTITION_THRESHOLDS: &[Threshold] = &[
     Threshold { name: "min_operations", default: 20.0, help: "operations on the collection before the share is judged" },
 ];
 
-/// Operations per namespace, and per (namespace, shape) those that reach
-/// more than one partition: what WL201 and WL202 judge their share by.
+/// Operations per namespace, and per (namespace, shape) those that are
+/// scatter-gather: what WL201 and WL202 judge their share by. Single-shard
+/// and multi-shard operations (equality or a range on a prefix of a ranged
+/// key, `$in` on the key) are targeted by the backend and never reported.
 #[derive(Default)]
 pub struct CrossPartitionCounts {
     operations: RuleTable<String, u64>,
-    fanouts: RuleTable<(String, u64), u64>,
+    scattered: RuleTable<(String, u64), u64>,
 }
 
 impl CrossPartitionCounts {
-    /// Counts the operation and reports it under `meta` when `mine` says
-    /// this partitioning (and whether it is a feed) is the rule's to report.
+    /// Counts the operation and, when it is scatter-gather and `mine` says
+    /// (given whether it is a feed) that it is the rule's, reports it
+    /// under `meta`.
     pub fn observe(
         &mut self,
         meta: &'static RuleMeta,
         op: &OpView<'_>,
         cx: &mut RuleContext<'_>,
-        mine: fn(Partitioning, bool) -> bool,
+        mine: fn(bool) -> bool,
     ) {
         let Some(how) = op.partitioning else { return };
         let operations = self.operations.entry(op.namespace.to_string(), cx.pool);
         *operations += 1;
         let operations = *operations;
         let feed = is_feed(op);
-        if !mine(how, feed) {
+        if how != Partitioning::ScatterGather || !mine(feed) {
             return;
         }
-        let fanouts = self
-            .fanouts
+        let scattered = self
+            .scattered
             .entry((op.namespace.to_string(), op.shape.hash), cx.pool);
-        *fanouts += 1;
-        let fanouts = *fanouts;
-        let share = fanouts as f64 / operations as f64;
+        *scattered += 1;
+        let scattered = *scattered;
+        let share = scattered as f64 / operations as f64;
         let min_ops = cx.threshold(meta, op.namespace, "min_operations");
         let error_share = cx.threshold(meta, op.namespace, "error_share");
-        let severity = match how {
-            Partitioning::Targeted => Severity::Info,
-            _ if operations as f64 >= min_ops && share >= error_share => Severity::Error,
-            _ => Severity::Warning,
+        let severity = if operations as f64 >= min_ops && share >= error_share {
+            Severity::Error
+        } else {
+            Severity::Warning
         };
-        let key = cx
-            .partition_keys
-            .get(op.namespace)
-            .map(|k| k.paths.clone())
-            .unwrap_or_default();
+        let key = cx.partition_keys.get(op.namespace);
         let mut evidence = BTreeMap::new();
-        evidence.insert("partition_key".into(), json!(key));
+        evidence.insert(
+            "partition_key".into(),
+            json!(key.map(|k| k.paths.clone()).unwrap_or_default()),
+        );
+        if let Some(k) = key {
+            evidence.insert("partition_key_kind".into(), json!(k.kind.as_str()));
+        }
         evidence.insert("partitions".into(), json!(how.as_str()));
         evidence.insert("operations_on_collection".into(), json!(operations));
-        evidence.insert("operations_with_this_shape".into(), json!(fanouts));
+        evidence.insert("operations_with_this_shape".into(), json!(scattered));
         evidence.insert("share".into(), json!((share * 1000.0).round() / 1000.0));
-        let what = match (how, feed) {
-            (Partitioning::Targeted, _) => {
-                "reaches several partitions ($in or $or on the key)".to_string()
-            }
-            (_, true) => "sorts and limits across every partition (a feed)".to_string(),
-            _ => "fans out to every partition".to_string(),
-        };
-        let why = if key.is_empty() {
-            "a $lookup joins a partitioned collection on another field than its key".to_string()
-        } else if how == Partitioning::Targeted {
-            format!(
-                "its filter lists several values of the partition key [{}]",
-                key.join(", ")
-            )
+        let what = if feed {
+            "is a scatter-gather sort and limit (a feed): every partition sorts, the results are merged"
         } else {
-            format!(
-                "its filter does not pin the partition key [{}]",
-                key.join(", ")
-            )
+            "is scatter-gather: it is sent to every partition"
+        };
+        let why = match key {
+            None => "a $lookup joins a partitioned collection on another field than its key".to_string(),
+            Some(k) => format!(
+                "its filter does not target the partition key {}{}",
+                k.describe(),
+                match k.kind {
+                    KeyKind::Ranged => " (equality, $in or a range on its first field would)",
+                    KeyKind::Hashed => " (equality or $in on it would)",
+                    KeyKind::Cosmos => " (equality on it would)",
+                }
+            ),
         };
         let message = format!(
-            "{} {what}: {why} ({fanouts} of {operations} operations on the collection)",
+            "{} {what}: {why} ({scattered} of {operations} operations on the collection)",
             op.cmd.name
         );
         cx.report(

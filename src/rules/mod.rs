@@ -4,6 +4,29 @@
 //! rule imports another. [`all`] is the catalogue the application hands to
 //! the analysis engine.
 
+/// The public pages the rules come from, cited by title in everything a
+/// user reads (advice, `wirelint rules`, SARIF, docs/rules).
+macro_rules! cosmos_modeling {
+    () => {
+        "Azure Cosmos DB, “Data modeling in Azure Cosmos DB”"
+    };
+}
+macro_rules! mongodb_subset {
+    () => {
+        "MongoDB, “Model One-to-Many Relationships with Embedded Documents”"
+    };
+}
+macro_rules! mongodb_unbounded {
+    () => {
+        "MongoDB, “Avoid Unbounded Arrays”"
+    };
+}
+macro_rules! cosmos_real_world {
+    () => {
+        "Azure Cosmos DB, “How to model and partition data on Azure Cosmos DB using a real-world example”"
+    };
+}
+
 mod common;
 mod wl101_unbounded_array_growth;
 mod wl102_large_array;

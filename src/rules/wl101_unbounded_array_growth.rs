@@ -20,8 +20,8 @@ pub static META: RuleMeta = RuleMeta {
     summary: "Updates keep appending to an embedded array with nothing that bounds it.",
     advice: "Bound the array: keep only the N most recent with $push {$each: [...], $slice: -N} and store the \
              rest in their own collection (subset pattern), reference from the child side, or bucket the \
-             children in documents of N (seed 000: comments in batches of 100).",
-    seed: "seed 000 (comments without bound; buckets of 100), seed 002 (book reviews)",
+             children in documents of N (comments in documents of 100, as in “Data modeling in Azure Cosmos DB”).",
+    source: concat!(mongodb_unbounded!(), " (book reviews); ", cosmos_modeling!(), " (comments in batches of 100)"),
     thresholds: &[Threshold { name: "min_updates", default: 3.0, help: "updates with the same shape before it is reported" }],
 };
 

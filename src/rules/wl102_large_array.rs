@@ -15,8 +15,8 @@ pub static META: RuleMeta = RuleMeta {
     summary: "An embedded array is large: every read and write of the document carries all of it.",
     advice: "Bound it: keep the N most used elements in the document (subset pattern) and the rest in their own \
              collection, or reference from the child side, or group children in bucket documents of N \
-             (seed 000: batches of 100 comments).",
-    seed: "seed 000 (one-to-many, buckets of 100), seed 002 (unbounded arrays)",
+             (e.g. comments in batches of 100).",
+    source: concat!(mongodb_unbounded!(), "; ", cosmos_modeling!(), " (one-to-many, batches of 100)"),
     thresholds: &[
         Threshold { name: "warn", default: 250.0, help: "elements; a warning from this length" },
         Threshold { name: "error", default: 10_000.0, help: "elements; an error from this length" },

@@ -17,7 +17,7 @@ pub static META: RuleMeta = RuleMeta {
     summary: "Documents are large enough to cost on every read and write, and to approach the 16 MiB BSON limit.",
     advice: "Split the document: keep in it only what is read together (subset pattern) and move the rest — \
              large arrays, rarely used detail — to its own collection with a reference back.",
-    seed: "seed 002 (subset pattern, reference pattern)",
+    source: concat!(mongodb_unbounded!(), " (subset and reference patterns)"),
     thresholds: &[
         Threshold { name: "warn", default: 2_097_152.0, help: "bytes; a warning from this size" },
         Threshold { name: "error", default: 10_485_760.0, help: "bytes; an error from this size" },

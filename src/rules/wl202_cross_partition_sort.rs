@@ -6,16 +6,15 @@
 
 use super::common::{CrossPartitionCounts, CROSS_PARTITION_THRESHOLDS};
 use super::{OpView, Rule, RuleContext, RuleMeta, Severity};
-use crate::analysis::partition::Partitioning;
 
 pub static META: RuleMeta = RuleMeta {
     id: "WL202",
     name: "cross-partition-sort",
     severity: Severity::Warning,
-    summary: "A sorted, limited query (a feed) fans out to every partition and merges their results.",
+    summary: "A sorted, limited query (a feed) is scatter-gather: every partition sorts and the results are merged.",
     advice: "Keep a dedicated collection holding only the N most recent items in one partition, written \
-             alongside the main one (seed 004 V3: a feed container partitioned by type, trimmed to the 100 latest posts).",
-    seed: "seed 004 (V1 Q6; V3 feed container)",
+             alongside the main one (the blogging platform, V3: a feed container partitioned by type, trimmed to the 100 latest posts).",
+    source: concat!(cosmos_real_world!(), " (V1 Q6; V3 feed container)"),
     thresholds: CROSS_PARTITION_THRESHOLDS,
 };
 
@@ -28,8 +27,6 @@ impl Rule for CrossPartitionSort {
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
-        self.0.observe(&META, op, cx, |how, feed| {
-            how == Partitioning::FanOut && feed
-        });
+        self.0.observe(&META, op, cx, |feed| feed);
     }
 }

@@ -1,15 +1,19 @@
 //! WL203 partition-key-advice: per collection, which partition key would
-//! make most of the observed operations single-partition, scored over the
+//! make most of the observed operations single-shard, scored over the
 //! fields the workload filters on by equality. Without a key it says which
-//! one wins; with a key, when another field is what most operations want,
-//! it advises a second copy partitioned by that field (seed 004 V3).
-//! Advice only: info. Silent until some partition key is known at all (a
-//! deployment that does not partition needs no partition-key advice).
+//! one wins; with a key, when another field is what most operations want
+//! and the key does not already target them (a prefix of a compound
+//! ranged key does), it advises a second copy partitioned by that field
+//! (the blogging platform's V3). The evidence carries the current key's
+//! read and write distribution as `analyzeShardKey` reports it, so the two
+//! can be compared. Advice only: info. Silent until some partition key is
+//! known at all (a deployment that does not partition needs no
+//! partition-key advice).
 
 use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::budget::Weight;
-use crate::analysis::partition::{equality_paths, filters};
+use crate::analysis::partition::{equality_paths, filters, Partitioning};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,8 +24,8 @@ pub static META: RuleMeta = RuleMeta {
     summary: "Which partition key would make most of this collection's operations single-partition.",
     advice: "Partition the collection by the field most operations filter on by equality; when two frequent \
              access patterns want different keys, keep a second copy of the data partitioned by the other field, \
-             maintained on write (seed 004 V3: posts also stored in the users container, by userId).",
-    seed: "seed 004 (choosing the partition key; V3 second copy)",
+             maintained on write (the blogging platform, V3: posts also stored in the users container, by userId).",
+    source: concat!(cosmos_real_world!(), " (choosing the partition key; V3 second copy)"),
     thresholds: &[
         Threshold { name: "min_operations", default: 20.0, help: "reads, updates and deletes on the collection before advising" },
         Threshold { name: "margin", default: 0.2, help: "how much better (as a share of operations) another key must be than the current one" },
@@ -31,9 +35,51 @@ pub static META: RuleMeta = RuleMeta {
 /// Distinct equality-field sets remembered per collection.
 const MAX_SETS: usize = 64;
 
+/// Operations by how they met the current key: single-shard, multi-shard,
+/// scatter-gather (what `analyzeShardKey` counts).
+#[derive(Default)]
+struct Distribution {
+    counts: [u64; 3],
+}
+
+impl Distribution {
+    fn count(&mut self, how: Partitioning) {
+        self.counts[how as usize] += 1;
+    }
+
+    fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The share the backend targets (single- or multi-shard).
+    fn targeted(&self) -> f64 {
+        match self.total() {
+            0 => 0.0,
+            n => (self.counts[0] + self.counts[1]) as f64 / n as f64,
+        }
+    }
+
+    /// `analyzeShardKey`'s readDistribution / writeDistribution fields.
+    fn to_json(&self, what: &str) -> serde_json::Value {
+        let total = self.total();
+        let pct = |n: u64| match total {
+            0 => 0.0,
+            t => (n as f64 * 1000.0 / t as f64).round() / 10.0,
+        };
+        json!({
+            "sampleSize": {"total": total},
+            format!("percentageOfSingleShard{what}"): pct(self.counts[0]),
+            format!("percentageOfMultiShard{what}"): pct(self.counts[1]),
+            format!("percentageOfScatterGather{what}"): pct(self.counts[2]),
+        })
+    }
+}
+
 #[derive(Default)]
 struct Workload {
     operations: u64,
+    reads: Distribution,
+    writes: Distribution,
     /// Equality paths of an operation → how many operations had them.
     sets: RuleTable<Vec<String>, u64>,
     last_message: String,
@@ -63,6 +109,13 @@ impl Rule for PartitionKeyAdvice {
         }
         let w = self.namespaces.entry(op.namespace.to_string(), cx.pool);
         w.operations += 1;
+        if let Some(how) = op.partitioning {
+            if op.cmd.kind.is_read() {
+                w.reads.count(how);
+            } else {
+                w.writes.count(how);
+            }
+        }
         let mut paths: Vec<String> = filters.into_iter().flat_map(equality_paths).collect();
         paths.sort();
         paths.dedup();
@@ -103,7 +156,7 @@ impl Rule for PartitionKeyAdvice {
             if best_score <= 0.0 {
                 continue;
             }
-            let current = cx.partition_keys.get(namespace).map(|k| k.paths.clone());
+            let current = cx.partition_keys.get(namespace);
             let pct = |s: f64| (s * 100.0).round();
             let message = match &current {
                 None => format!(
@@ -112,17 +165,27 @@ impl Rule for PartitionKeyAdvice {
                     w.operations
                 ),
                 Some(key) => {
-                    let key_score = score(key);
+                    // What the backend targets with the key as it is
+                    // (single- or multi-shard), not only what pins all of
+                    // it: a compound key's prefix is already targeted.
+                    let observed = w.reads.total() + w.writes.total();
+                    let key_score = if observed > 0 {
+                        let targeted = w.reads.targeted() * w.reads.total() as f64
+                            + w.writes.targeted() * w.writes.total() as f64;
+                        targeted / observed as f64
+                    } else {
+                        score(&key.paths)
+                    };
                     let margin = cx.threshold(&META, namespace, "margin");
-                    if *key == [best.clone()] || best_score < key_score + margin {
+                    if key.paths.contains(&best) || best_score < key_score + margin {
                         continue;
                     }
                     format!(
-                        "{:.0} % of {} operations filter on `{best}` but only {:.0} % pin the key [{}]: keep a second copy partitioned by `{best}`",
+                        "{:.0} % of {} operations filter on `{best}` but only {:.0} % are targeted by the key {}: keep a second copy partitioned by `{best}`",
                         pct(best_score),
                         w.operations,
                         pct(key_score),
-                        key.join(", ")
+                        key.describe()
                     )
                 }
             };
@@ -137,12 +200,11 @@ impl Rule for PartitionKeyAdvice {
                 json!((best_score * 1000.0).round() / 1000.0),
             );
             evidence.insert("operations".into(), json!(w.operations));
-            if let Some(key) = &current {
-                evidence.insert("current_key".into(), json!(key));
-                evidence.insert(
-                    "current_key_share".into(),
-                    json!((score(key) * 1000.0).round() / 1000.0),
-                );
+            if let Some(key) = current {
+                evidence.insert("current_key".into(), json!(key.paths));
+                evidence.insert("current_key_kind".into(), json!(key.kind.as_str()));
+                evidence.insert("readDistribution".into(), w.reads.to_json("Reads"));
+                evidence.insert("writeDistribution".into(), w.writes.to_json("Writes"));
             }
             cx.report(
                 &META,

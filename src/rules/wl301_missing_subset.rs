@@ -21,7 +21,7 @@ pub static MISSING: RuleMeta = RuleMeta {
     summary: "Reads return a large embedded array whole, though the application rarely needs all of it.",
     advice: "Subset pattern: embed only the N most used elements (e.g. the 10 most recent reviews) in the document \
              and move the rest to their own collection with a reference back; or project only what the read needs.",
-    seed: "seed 001 (subset pattern: 10 most recent reviews), seed 002",
+    source: concat!(mongodb_subset!(), " (subset pattern: the 10 most recent reviews); ", mongodb_unbounded!()),
     thresholds: &[
         Threshold { name: "min_elements", default: 50.0, help: "array length from which a returned array counts as large" },
         Threshold { name: "min_bytes", default: 65_536.0, help: "array size in bytes from which it counts as large" },

@@ -17,7 +17,7 @@ pub static SLICE: RuleMeta = RuleMeta {
     summary: "Reads always slice a large embedded array: the full array is stored and loaded to return a few elements.",
     advice: "Store those N elements in the document itself (subset pattern) and move the rest of the array to its \
              own collection; the read then needs no $slice and the document stays small.",
-    seed: "seed 001 (subset pattern)",
+    source: concat!(mongodb_subset!(), " (subset pattern)"),
     thresholds: &[
         Threshold { name: "min_reads", default: 3.0, help: "reads with the same $slice before it is reported" },
         Threshold { name: "min_elements", default: 50.0, help: "stored array length from which it counts as large" },

@@ -15,9 +15,9 @@ pub static META: RuleMeta = RuleMeta {
     name: "n-plus-one",
     severity: Severity::Warning,
     summary: "A list read is followed by one query per element to fetch related documents.",
-    advice: "Denormalize what each element needs into it (seed 004 V2: the username stored on each comment and \
+    advice: "Denormalize what each element needs into it (the blogging platform, V2: the username stored on each comment and \
              like), or fetch the related documents in one query with $in.",
-    seed: "seed 004 (V1 Q3–Q6; V2 denormalized usernames)",
+    source: concat!(cosmos_real_world!(), " (V1 Q3–Q6; V2 denormalized usernames)"),
     thresholds: &[Threshold { name: "min_follow_ups", default: 3.0, help: "single-document queries after one list read before it is reported" }],
 };
 

@@ -17,8 +17,8 @@ pub static CHATTY: RuleMeta = RuleMeta {
     severity: Severity::Warning,
     summary: "One request of the application needs several round trips to the database.",
     advice: "Denormalize what the request assembles into the document it reads (e.g. the author's username and the \
-             comment and like counts on the post), so one read answers it (seed 004 V2).",
-    seed: "seed 004 (V1 Q2: four operations per post; V2 denormalization)",
+             comment and like counts on the post), so one read answers it (the blogging platform, V2).",
+    source: concat!(cosmos_real_world!(), " (V1 Q2: four operations per post; V2 denormalization)"),
     thresholds: &[
         Threshold { name: "min_operations", default: 3.0, help: "operations per call from which it is reported" },
         Threshold { name: "min_calls", default: 3.0, help: "calls of the pattern before it is judged" },

@@ -20,8 +20,8 @@ pub static COUNT: RuleMeta = RuleMeta {
     severity: Severity::Warning,
     summary: "A count of child documents is computed on every read of their parent.",
     advice: "Keep the count in the parent and update it when a child is written (pre-computed aggregate: \
-             seed 004 commentCount / likeCount incremented by C3 and C4; seed 000 countOfBooks).",
-    seed: "seed 004 (V1 Q2 counts; V2 commentCount), seed 000 (countOfBooks)",
+             the blogging platform's commentCount / likeCount, incremented when a comment or like is written; a publisher's countOfBooks).",
+    source: concat!(cosmos_real_world!(), " (V1 Q2 counts; V2 commentCount); ", cosmos_modeling!(), " (countOfBooks)"),
     thresholds: &[Threshold { name: "min_calls", default: 3.0, help: "counts seen with the same read before it is reported" }],
 };
 

@@ -14,9 +14,9 @@ pub static META: RuleMeta = RuleMeta {
     name: "join-collection",
     severity: Severity::Warning,
     summary: "A collection holds only pairs of references and is used as a join table.",
-    advice: "Model the many-to-many with arrays of ids on both sides (seed 000: authors with book ids, books with author \
+    advice: "Model the many-to-many with arrays of ids on both sides (authors with book ids, books with author \
              ids), or embed the few fields shown with each side (the hybrid model: author name and thumbnail on the book).",
-    seed: "seed 000 (many-to-many: join collection vs id arrays, hybrid model)",
+    source: concat!(cosmos_modeling!(), " (many-to-many: join collection vs id arrays; hybrid model)"),
     thresholds: &[Threshold { name: "min_follow_ups", default: 3.0, help: "lookups after one read of the join collection before it is reported" }],
 };
 

@@ -15,9 +15,9 @@ pub static META: RuleMeta = RuleMeta {
     name: "growing-reference-array",
     severity: Severity::Warning,
     summary: "A parent document keeps an ever-growing array of its children's ids.",
-    advice: "Reference from the child side instead: store the parent's id in each child (seed 000: pub_id in each \
+    advice: "Reference from the child side instead: store the parent's id in each child (pub_id in each \
              book) and find the children by it; the parent no longer grows with every child.",
-    seed: "seed 000 (publisher.books vs pub_id on each book)",
+    source: concat!(cosmos_modeling!(), " (publisher.books vs pub_id on each book)"),
     thresholds: &[Threshold { name: "min_updates", default: 3.0, help: "pushes of child ids before it is reported" }],
 };
 

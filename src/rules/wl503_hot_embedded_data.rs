@@ -18,9 +18,9 @@ pub static META: RuleMeta = RuleMeta {
     name: "hot-embedded-data",
     severity: Severity::Warning,
     summary: "A value embedded in many documents is updated in all of them, often.",
-    advice: "Reference data that changes often instead of embedding it (seed 000: holdings refer to the stock, whose \
+    advice: "Reference data that changes often instead of embedding it (holdings refer to the stock, whose \
              price lives in one document); embed only data that rarely changes.",
-    seed: "seed 000 (stock holdings: embed what changes rarely, reference what changes often)",
+    source: concat!(cosmos_modeling!(), " (stock holdings: embed what changes rarely, reference what changes often)"),
     thresholds: &[
         Threshold { name: "min_documents", default: 10.0, help: "documents an update must touch to count as a fan-out" },
         Threshold { name: "min_updates", default: 5.0, help: "fan-out updates of the same paths from which it is a warning" },

@@ -18,7 +18,7 @@ pub static META: RuleMeta = RuleMeta {
     summary: "Reads of this collection join another with $lookup most of the time.",
     advice: "Embed the joined data, or denormalize the few fields the reads need (e.g. the author's name \
              on each post), so one read answers the request without a join.",
-    seed: "seed 002 ($lookup and the extended reference / subset patterns)",
+    source: concat!(mongodb_unbounded!(), " ($lookup, subset and reference patterns)"),
     thresholds: &[
         Threshold { name: "share", default: 0.5, help: "fraction of reads using $lookup above which it fires" },
         Threshold { name: "min_reads", default: 20.0, help: "reads needed before the share is judged" },

@@ -15,8 +15,8 @@ pub static META: RuleMeta = RuleMeta {
     severity: Severity::Warning,
     summary: "A collection mixes documents of different kinds with no field that says which kind each is.",
     advice: "Add a field that names the kind of each document (e.g. type: \"book\" / \"review\") and filter on it, so \
-             queries, indexes and the application can tell the kinds apart (seed 003).",
-    seed: "seed 003 (polymorphic collections and the type field)",
+             queries, indexes and the application can tell the kinds apart.",
+    source: concat!(cosmos_modeling!(), " (mixing entity types in one collection; the type field)"),
     thresholds: &[
         Threshold { name: "min_documents", default: 20.0, help: "documents seen before judging" },
         Threshold { name: "min_share", default: 0.1, help: "share of the documents a shape needs to count as a kind" },
