@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what the tests need first (each step is skipped
-# when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo (PyPI),
-# the Node driver and mongosh (npm, into tests/drivers/node), cargo-deny
-# (crates.io).
+# when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo and
+# MongoEngine (PyPI), the Node driver, Mongoose and mongosh (npm, into
+# tests/drivers/node), cargo-deny (crates.io).
 #
 #   scripts/test.sh [cargo test args…]
 #
@@ -16,12 +16,12 @@ step() { echo "== $*" >&2; }
 step "FerretDB"
 scripts/ferretdb.sh install >/dev/null
 
-step "pymongo"
-if ! python3 -c 'import pymongo' 2>/dev/null; then
+step "pymongo and MongoEngine"
+if ! python3 -c 'import pymongo, mongoengine' 2>/dev/null; then
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet -r tests/drivers/python/requirements.txt
 fi
 
-step "Node driver and mongosh"
+step "Node driver, Mongoose and mongosh"
 if [ ! -x tests/drivers/node/node_modules/.bin/mongosh ] ||
    [ tests/drivers/node/package-lock.json -nt tests/drivers/node/node_modules/.package-lock.json ]; then
   (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)

@@ -245,10 +245,11 @@ fn a_filter_nested_thousands_deep_is_analysed_without_overflow() {
     element(0x02, "$db", &[2, 0, 0, 0, b'd', 0], &mut body);
     let request = encode(1, 0, 0, &document(&body), &[]);
     let k = knowledge();
-    k.lock()
-        .unwrap()
-        .partition_keys
-        .discovered("d.c".into(), vec!["a".into()], wirelint::analysis::partition::KeyKind::Ranged);
+    k.lock().unwrap().partition_keys.discovered(
+        "d.c".into(),
+        vec!["a".into()],
+        wirelint::analysis::partition::KeyKind::Ranged,
+    );
     let analysed = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn({
@@ -490,5 +491,84 @@ fn documents_in_write_errors_are_not_recorded_as_stored() {
         k.namespaces.get("d.r").map_or(0, |n| n.documents_seen),
         0,
         "a refused replacement is not a stored document"
+    );
+}
+
+/// N+1 whose follow-ups return several documents: per listed post, its
+/// author by `_id` and its tags by `$in` of the post's `tagIds`; the tags
+/// query (a list read itself) does not replace the post list it follows.
+/// A batched `$in` over every author (what `populate` sends) is silent.
+#[test]
+fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let mut id = 0;
+    let mut op = |e: &mut Engine, body: bson::RawDocumentBuf, docs: bson::RawArrayBuf| {
+        id += 1;
+        e.message(
+            9,
+            Direction::Request,
+            t,
+            Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+        );
+        let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": docs}, "ok": 1.0};
+        e.message(
+            9,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+        );
+    };
+    let posts = |from: i32| {
+        let mut a = bson::RawArrayBuf::new();
+        for p in from..from + 5 {
+            a.push(rawdoc! {"_id": p, "authorId": format!("u{}", p % 3), "tagIds": [p % 7, (p + 3) % 7]});
+        }
+        a
+    };
+    for page in 0..2 {
+        op(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {}, "limit": 5, "skip": page * 5, "$db": "d"},
+            posts(page * 5),
+        );
+        for p in page * 5..page * 5 + 5 {
+            let mut author = bson::RawArrayBuf::new();
+            author.push(rawdoc! {"_id": format!("u{}", p % 3)});
+            op(
+                &mut e,
+                rawdoc! {"find": "users", "filter": {"_id": format!("u{}", p % 3)}, "limit": 1, "$db": "d"},
+                author,
+            );
+            op(
+                &mut e,
+                rawdoc! {"find": "tags", "filter": {"_id": {"$in": [p % 7, (p + 3) % 7]}}, "$db": "d"},
+                batch(2),
+            );
+        }
+        op(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {}, "limit": 5, "$db": "d"},
+            posts(0),
+        );
+        op(
+            &mut e,
+            rawdoc! {"find": "authors", "filter": {"_id": {"$in": ["u0", "u1", "u2"]}}, "$db": "d"},
+            batch(3),
+        );
+    }
+    e.flush();
+    let k = k.lock().unwrap();
+    let mut subjects: Vec<String> = k
+        .findings
+        .all()
+        .filter(|f| f.rule == "WL401")
+        .map(|f| f.subject.clone())
+        .collect();
+    subjects.sort();
+    assert_eq!(
+        subjects,
+        vec!["d.posts → d.tags._id", "d.posts → d.users._id"]
     );
 }

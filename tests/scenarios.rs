@@ -7,43 +7,15 @@
 mod common;
 
 use common::Backend;
-use serde::Deserialize;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-use wirelint::rules::{Finding, Severity};
-
-/// An expected finding: every field given must match.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Expected {
-    rule: String,
-    namespace: String,
-    #[serde(default)]
-    subject: Option<String>,
-    /// One of the access patterns the finding was seen in.
-    #[serde(default)]
-    pattern: Option<String>,
-    #[serde(default)]
-    severity: Option<Severity>,
-}
-
-impl Expected {
-    fn matches(&self, f: &Finding) -> bool {
-        f.rule == self.rule
-            && f.namespace == self.namespace
-            && self.subject.as_ref().is_none_or(|s| *s == f.subject)
-            && self.pattern.as_ref().is_none_or(|p| f.patterns.contains(p))
-            && self.severity.is_none_or(|s| s == f.severity)
-    }
-}
 
 async fn run(name: &str) -> wirelint::report::Report {
     let dir: PathBuf = common::manifest_dir().join("fixtures/scenarios").join(name);
     let config_path = dir.join("wirelint.toml");
     let config = wirelint::config::FileConfig::load(&config_path).unwrap();
-    let expected: Vec<Expected> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let expected = common::expected::load(&dir.join("expected.json"));
 
     let backend = Backend::start(Default::default());
     let mut settings = common::settings(&backend.uri());
@@ -107,30 +79,11 @@ async fn run(name: &str) -> wirelint::report::Report {
             "patterns: {named:?}"
         );
     }
-    let missing: Vec<&Expected> = expected
-        .iter()
-        .filter(|e| !report.findings.iter().any(|f| e.matches(f)))
-        .collect();
-    let unexpected: Vec<&Finding> = report
-        .findings
-        .iter()
-        .filter(|f| !expected.iter().any(|e| e.matches(f)))
-        .collect();
+    let comparison = common::expected::compare(&expected, &report.findings);
     assert!(
-        missing.is_empty() && unexpected.is_empty(),
-        "{name}:\nmissing: {missing:#?}\nnot expected: {:#?}\n\n{}",
-        unexpected
-            .iter()
-            .map(|f| format!(
-                "{} {} {} {:?} [{}] {}",
-                f.rule,
-                f.severity.as_str(),
-                f.namespace,
-                f.patterns,
-                f.subject,
-                f.message
-            ))
-            .collect::<Vec<_>>(),
+        comparison.is_exact(),
+        "{name}:\n{}\n\n{}",
+        comparison.describe(),
         wirelint::report::table::text(&report)
     );
     report
@@ -166,7 +119,9 @@ async fn seed004_blog_v1_v2_v3_diff() {
     );
     let q3 = line(&b, "Q3");
     assert!(
-        q3.contains("scatter-gather → single-shard") && q3.contains("⚠→✅") && q3.contains("-WL201"),
+        q3.contains("scatter-gather → single-shard")
+            && q3.contains("⚠→✅")
+            && q3.contains("-WL201"),
         "{b}"
     );
     let q6 = line(&b, "Q6");

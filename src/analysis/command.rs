@@ -377,11 +377,12 @@ impl<'a> Command<'a> {
     }
 
     /// Whether the documents a reply returns are the collection's documents
-    /// as stored (a find, or a pipeline that only filters, sorts and cuts),
-    /// rather than computed ones.
+    /// as stored (a find or findAndModify without projection, or a pipeline
+    /// that only filters, sorts and cuts), rather than projected or
+    /// computed ones. (A getMore's are its cursor's: the caller knows.)
     pub fn returns_stored_documents(&self) -> bool {
         match self.kind {
-            Kind::Find | Kind::FindAndModify | Kind::GetMore => true,
+            Kind::Find | Kind::FindAndModify => self.projection().is_none_or(|p| p.is_empty()),
             Kind::Aggregate => self.pipeline().is_some_and(|p| {
                 p.into_iter().flatten().all(|stage| {
                     stage

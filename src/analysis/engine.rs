@@ -9,6 +9,7 @@
 use super::budget::{self, Charge, Pool};
 use super::command::{Command, Kind, Reply};
 use super::findings::FindingEvent;
+use super::follow_ups;
 use super::knowledge::{Knowledge, Origin};
 use super::partition;
 use super::patterns::{Invocation, NamedBy};
@@ -87,27 +88,18 @@ struct ConnState {
     last_activity: Option<Instant>,
     /// The last list read on this connection, for N+1 detection.
     lead: Option<Lead>,
+    /// Whether the operation being learnt was linked to `lead` as a
+    /// follow-up (a follow-up returning a list does not replace the list
+    /// it follows).
+    linked: bool,
 }
 
-/// A read that returned several documents: hashes of their top-level
-/// values, to recognise queries that fetch one document per element.
+/// The last list read (see `follow_ups`), and its bytes, charged to the
+/// connections pool until it goes.
 struct Lead {
-    at: Instant,
-    origin: Origin,
-    docs: u64,
-    values: std::collections::HashSet<u64>,
-    follow_ups: FastMap<(String, String), u64>,
-    /// Its bytes, charged to the connections pool until it goes.
+    list: follow_ups::Lead,
     _charge: Charge,
 }
-
-/// Follow-ups counted per leading reply, at most.
-const MAX_FOLLOW_UPS: usize = 64;
-
-/// Values hashed per leading reply, at most.
-const MAX_LEAD_VALUES: usize = 4096;
-/// Follow-ups must come this soon after the leading reply.
-const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(2);
 
 /// Requests remembered per connection while awaiting replies; beyond this
 /// (a client that never reads its replies) the oldest are forgotten.
@@ -211,6 +203,7 @@ impl Engine {
                         shape,
                         namespace,
                         partitioning: None,
+                        whole: cmd.returns_stored_documents(),
                     };
                     let mut pending = Pending::new(at, parsed, Some(origin), false);
                     pending.learn = Some(named_by);
@@ -293,9 +286,9 @@ impl Engine {
                 }
             }
             // Only documents as stored count as the collection's documents
-            // (not $group / $project / $lookup output).
-            let stored: Vec<Doc<'_>> = if cmd.as_ref().is_some_and(|c| c.returns_stored_documents())
-            {
+            // (not projected reads, nor $group / $project / $lookup output):
+            // a getMore's are what its cursor's first batch was.
+            let stored: Vec<Doc<'_>> = if origin.whole {
                 docs.iter()
                     .map(|d| Doc::new(d, &k.namespaces.caps))
                     .collect()
@@ -339,35 +332,28 @@ impl Engine {
 
         // Fold the round trip into the invocation in progress.
         let state = self.conns.entry(conn).or_default();
-        if docs.len() >= 2 && !pending.getmore && !self.pool.full() {
-            let mut values = std::collections::HashSet::new();
-            'docs: for doc in &docs {
-                for (_, v) in doc.iter().flatten() {
-                    if matches!(
-                        v,
-                        bson::RawBsonRef::Document(_) | bson::RawBsonRef::Array(_)
-                    ) {
-                        continue;
-                    }
-                    if values.len() >= MAX_LEAD_VALUES {
-                        break 'docs;
-                    }
-                    values.insert(super::state::value_hash(v));
-                }
+        // The list an N+1 would follow: a list read's documents, its
+        // getMores' too (the whole cursor).
+        let extends = pending.getmore
+            && state.lead.as_ref().is_some_and(|l| {
+                l.list.origin.shape.hash == origin.shape.hash
+                    && l.list.origin.namespace == origin.namespace
+            });
+        if extends {
+            if let Some(lead) = state.lead.as_mut() {
+                lead.list.add(at, &docs);
             }
-            let bytes = std::mem::size_of::<Lead>()
-                + values.capacity() * 16
-                + MAX_FOLLOW_UPS * (2 * budget::MAX_KEY + 80)
-                + origin.pattern.len()
-                + origin.shape.text.len()
-                + origin.namespace.len();
+        } else if !pending.getmore
+            && !std::mem::take(&mut state.linked)
+            && !docs.is_empty()
+            && cmd.as_ref().is_some_and(|c| follow_ups::is_list_read(c))
+            && !self.pool.full()
+        {
+            let mut list = follow_ups::Lead::new(at, origin.clone());
+            list.add(at, &docs);
             state.lead = Some(Lead {
-                at,
-                origin: origin.clone(),
-                docs: docs.len() as u64,
-                values,
-                follow_ups: FastMap::default(),
-                _charge: Charge::new(&self.pool, bytes),
+                _charge: Charge::new(&self.pool, follow_ups::Lead::max_bytes(&origin)),
+                list,
             });
         }
         let docs_n = docs.len() as u64;
@@ -451,8 +437,9 @@ impl Engine {
         partitioning
     }
 
-    /// Whether a single-document query fetches by a value that the last list
-    /// read on this connection returned (the "+1" of an N+1).
+    /// Whether a find fetches, for one element of the last list read on
+    /// this connection, documents by a value taken from it (the "+1" of an
+    /// N+1; see `follow_ups`).
     fn follow_up(
         &mut self,
         conn: u64,
@@ -462,19 +449,13 @@ impl Engine {
         pattern: &str,
         named_by: NamedBy,
     ) -> Option<FollowUp> {
-        let single = cmd.kind == Kind::Find
-            && (matches!(cmd.limit(), Some(1) | Some(-1))
-                || cmd
-                    .filter()
-                    .is_some_and(|f| partition::equality_paths(f).iter().any(|p| p == "_id")));
-        if !single {
+        let state = self.conns.get_mut(&conn)?;
+        state.linked = false;
+        if cmd.kind != Kind::Find {
             return None;
         }
-        let state = self.conns.get_mut(&conn)?;
-        let lead = state.lead.as_mut()?;
-        if at.saturating_duration_since(lead.at) > FOLLOW_UP_WINDOW
-            || lead.origin.namespace == namespace
-        {
+        let lead = &mut state.lead.as_mut()?.list;
+        if at.saturating_duration_since(lead.at) > follow_ups::FOLLOW_UP_WINDOW {
             return None;
         }
         // Where the application names its requests, a follow-up belongs to
@@ -483,28 +464,15 @@ impl Engine {
         if named_by == NamedBy::Comment && lead.origin.pattern != pattern {
             return None;
         }
-        let filter = cmd.filter()?;
-        let field = filter.iter().flatten().find_map(|(k, v)| {
-            let v = match v {
-                bson::RawBsonRef::Document(d) => d.get("$eq").ok().flatten()?,
-                v => v,
-            };
-            lead.values
-                .contains(&super::state::value_hash(v))
-                .then(|| budget::short_key(k.as_str()).into_owned())
-        })?;
-        let key = (budget::short_key(namespace).into_owned(), field.clone());
-        if lead.follow_ups.len() >= MAX_FOLLOW_UPS && !lead.follow_ups.contains_key(&key) {
-            return None;
-        }
-        let count = lead.follow_ups.entry(key).or_default();
-        *count += 1;
+        let link = lead.link(namespace, cmd.filter()?)?;
+        state.linked = true;
         Some(FollowUp {
             leading_pattern: lead.origin.pattern.clone(),
             leading_shape: lead.origin.shape.text.clone(),
             leading_namespace: lead.origin.namespace.clone(),
-            field,
-            count: *count,
+            field: link.field,
+            source_field: link.source_field,
+            count: link.count,
             leading_docs: lead.docs,
         })
     }
@@ -736,7 +704,7 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec
             }
             Some(doc) => {
                 let doc = Doc::new(doc, &k.namespaces.caps);
-                k.namespaces.observe_document(namespace, &doc);
+                k.namespaces.observe_replacement(namespace, u.filter, &doc);
                 replaced.push(doc);
             }
             None => {}

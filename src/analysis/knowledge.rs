@@ -20,6 +20,10 @@ pub struct Origin {
     pub shape: Shape,
     pub namespace: String,
     pub partitioning: Option<Partitioning>,
+    /// Whether its replies (and its cursor's getMores) carry whole stored
+    /// documents: a find or findAndModify without projection, a pipeline
+    /// that only filters, sorts and cuts.
+    pub whole: bool,
 }
 
 /// Everything learnt from the traffic, shared by the workers.

@@ -23,6 +23,7 @@ pub mod budget;
 pub mod command;
 pub mod engine;
 pub mod findings;
+pub mod follow_ups;
 pub mod knowledge;
 pub mod partition;
 pub mod patterns;

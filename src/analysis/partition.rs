@@ -192,7 +192,8 @@ impl PartitionKeys {
         let (source, kind) = match cmd.kind {
             Kind::ShardCollection => (
                 KeySource::ShardCollection,
-                cmd.shard_key_pattern().map_or(KeyKind::Ranged, KeyKind::of_pattern),
+                cmd.shard_key_pattern()
+                    .map_or(KeyKind::Ranged, KeyKind::of_pattern),
             ),
             _ => (KeySource::CosmosCustomAction, KeyKind::Cosmos),
         };
@@ -213,9 +214,9 @@ pub fn classify_operation(
     namespace: &str,
     keys: &PartitionKeys,
 ) -> Option<Partitioning> {
-    let own = keys.get(namespace).map(|key| {
-        classify_command(cmd, namespace, key).unwrap_or(Partitioning::SingleShard)
-    });
+    let own = keys
+        .get(namespace)
+        .map(|key| classify_command(cmd, namespace, key).unwrap_or(Partitioning::SingleShard));
     let db = namespace.split_once('.').map_or(namespace, |(db, _)| db);
     let joins = cmd
         .pipeline()
@@ -511,26 +512,103 @@ mod tests {
     fn a_single_path_key_of_each_kind() {
         // (filter, ranged, hashed, cosmos)
         let cases = [
-            (rawdoc! {"userId": "u1"}, SingleShard, SingleShard, SingleShard),
-            (rawdoc! {"userId": {"$eq": "u1"}, "n": {"$gt": 1}}, SingleShard, SingleShard, SingleShard),
-            (rawdoc! {"$and": [{"userId": "u1"}, {"n": 1}]}, SingleShard, SingleShard, SingleShard),
-            (rawdoc! {"userId": {"$in": ["u1"]}}, SingleShard, SingleShard, SingleShard),
-            (rawdoc! {"userId": {"$in": ["u1", "u2"]}}, MultiShard, MultiShard, ScatterGather),
-            (rawdoc! {"userId": {"$gte": "a", "$lt": "b"}}, MultiShard, ScatterGather, ScatterGather),
-            (rawdoc! {"$or": [{"userId": "u1"}, {"userId": "u2"}]}, MultiShard, MultiShard, MultiShard),
-            (rawdoc! {"$or": [{"userId": "u1"}]}, SingleShard, SingleShard, SingleShard),
-            (rawdoc! {"$or": [{"userId": "u1"}, {"title": "x"}]}, ScatterGather, ScatterGather, ScatterGather),
+            (
+                rawdoc! {"userId": "u1"},
+                SingleShard,
+                SingleShard,
+                SingleShard,
+            ),
+            (
+                rawdoc! {"userId": {"$eq": "u1"}, "n": {"$gt": 1}},
+                SingleShard,
+                SingleShard,
+                SingleShard,
+            ),
+            (
+                rawdoc! {"$and": [{"userId": "u1"}, {"n": 1}]},
+                SingleShard,
+                SingleShard,
+                SingleShard,
+            ),
+            (
+                rawdoc! {"userId": {"$in": ["u1"]}},
+                SingleShard,
+                SingleShard,
+                SingleShard,
+            ),
+            (
+                rawdoc! {"userId": {"$in": ["u1", "u2"]}},
+                MultiShard,
+                MultiShard,
+                ScatterGather,
+            ),
+            (
+                rawdoc! {"userId": {"$gte": "a", "$lt": "b"}},
+                MultiShard,
+                ScatterGather,
+                ScatterGather,
+            ),
+            (
+                rawdoc! {"$or": [{"userId": "u1"}, {"userId": "u2"}]},
+                MultiShard,
+                MultiShard,
+                MultiShard,
+            ),
+            (
+                rawdoc! {"$or": [{"userId": "u1"}]},
+                SingleShard,
+                SingleShard,
+                SingleShard,
+            ),
+            (
+                rawdoc! {"$or": [{"userId": "u1"}, {"title": "x"}]},
+                ScatterGather,
+                ScatterGather,
+                ScatterGather,
+            ),
             // An $or inside $and is still a conjunct of the whole.
-            (rawdoc! {"$and": [{"n": 1}, {"$or": [{"userId": "u1"}, {"userId": "u2"}]}]}, MultiShard, MultiShard, MultiShard),
-            (rawdoc! {"title": "x"}, ScatterGather, ScatterGather, ScatterGather),
+            (
+                rawdoc! {"$and": [{"n": 1}, {"$or": [{"userId": "u1"}, {"userId": "u2"}]}]},
+                MultiShard,
+                MultiShard,
+                MultiShard,
+            ),
+            (
+                rawdoc! {"title": "x"},
+                ScatterGather,
+                ScatterGather,
+                ScatterGather,
+            ),
             (rawdoc! {}, ScatterGather, ScatterGather, ScatterGather),
-            (rawdoc! {"userId": {"$ne": "a"}}, ScatterGather, ScatterGather, ScatterGather),
-            (rawdoc! {"userId": ["a", "b"]}, ScatterGather, ScatterGather, ScatterGather),
+            (
+                rawdoc! {"userId": {"$ne": "a"}},
+                ScatterGather,
+                ScatterGather,
+                ScatterGather,
+            ),
+            (
+                rawdoc! {"userId": ["a", "b"]},
+                ScatterGather,
+                ScatterGather,
+                ScatterGather,
+            ),
         ];
         for (filter, ranged, hashed, cosmos) in cases {
-            assert_eq!(classify(&filter, &key(&["userId"], KeyKind::Ranged)), ranged, "ranged {filter:?}");
-            assert_eq!(classify(&filter, &key(&["userId"], KeyKind::Hashed)), hashed, "hashed {filter:?}");
-            assert_eq!(classify(&filter, &key(&["userId"], KeyKind::Cosmos)), cosmos, "cosmos {filter:?}");
+            assert_eq!(
+                classify(&filter, &key(&["userId"], KeyKind::Ranged)),
+                ranged,
+                "ranged {filter:?}"
+            );
+            assert_eq!(
+                classify(&filter, &key(&["userId"], KeyKind::Hashed)),
+                hashed,
+                "hashed {filter:?}"
+            );
+            assert_eq!(
+                classify(&filter, &key(&["userId"], KeyKind::Cosmos)),
+                cosmos,
+                "cosmos {filter:?}"
+            );
         }
         let dotted = key(&["tenant.id"], KeyKind::Ranged);
         assert_eq!(classify(&rawdoc! {"tenant.id": 4}, &dotted), SingleShard);
@@ -549,11 +627,27 @@ mod tests {
         let ranged = key(&["tenantId", "userId"], KeyKind::Ranged);
         let cosmos = key(&["tenantId", "userId"], KeyKind::Cosmos);
         let cases = [
-            (rawdoc! {"tenantId": 1, "userId": 2}, SingleShard, SingleShard),
+            (
+                rawdoc! {"tenantId": 1, "userId": 2},
+                SingleShard,
+                SingleShard,
+            ),
             (rawdoc! {"tenantId": 1}, MultiShard, MultiShard),
-            (rawdoc! {"tenantId": 1, "status": "open"}, MultiShard, MultiShard),
-            (rawdoc! {"tenantId": {"$gte": 1, "$lt": 5}}, MultiShard, ScatterGather),
-            (rawdoc! {"tenantId": 1, "userId": {"$in": [2, 3]}}, MultiShard, MultiShard),
+            (
+                rawdoc! {"tenantId": 1, "status": "open"},
+                MultiShard,
+                MultiShard,
+            ),
+            (
+                rawdoc! {"tenantId": {"$gte": 1, "$lt": 5}},
+                MultiShard,
+                ScatterGather,
+            ),
+            (
+                rawdoc! {"tenantId": 1, "userId": {"$in": [2, 3]}},
+                MultiShard,
+                MultiShard,
+            ),
             (rawdoc! {"userId": 2}, ScatterGather, ScatterGather),
         ];
         for (filter, r, c) in cases {
@@ -562,7 +656,11 @@ mod tests {
         }
     }
 
-    fn classify_body(body: bson::RawDocumentBuf, ns: &str, keys: &PartitionKeys) -> Option<Partitioning> {
+    fn classify_body(
+        body: bson::RawDocumentBuf,
+        ns: &str,
+        keys: &PartitionKeys,
+    ) -> Option<Partitioning> {
         use crate::wire::{op_msg, Message};
         let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
         let msg = Message::parse(&frame).unwrap();
@@ -582,9 +680,16 @@ mod tests {
         };
         let on_key = rawdoc! {"from": "users", "localField": "authorId", "foreignField": "userId", "as": "a"};
         let off_key = rawdoc! {"from": "users", "localField": "authorName", "foreignField": "name", "as": "a"};
-        let unkeyed = rawdoc! {"from": "tags", "localField": "t", "foreignField": "name", "as": "a"};
-        assert_eq!(classify_body(pipeline(on_key), "blog.posts", &keys), Some(MultiShard));
-        assert_eq!(classify_body(pipeline(off_key), "blog.posts", &keys), Some(ScatterGather));
+        let unkeyed =
+            rawdoc! {"from": "tags", "localField": "t", "foreignField": "name", "as": "a"};
+        assert_eq!(
+            classify_body(pipeline(on_key), "blog.posts", &keys),
+            Some(MultiShard)
+        );
+        assert_eq!(
+            classify_body(pipeline(off_key), "blog.posts", &keys),
+            Some(ScatterGather)
+        );
         assert_eq!(classify_body(pipeline(unkeyed), "blog.posts", &keys), None);
     }
 
@@ -610,7 +715,13 @@ mod tests {
             {"update": 0, "filter": {"status": "open"}, "updateMods": {"$set": {"x": 1}}, "multi": true},
         ]};
         let arr = |d: &bson::RawDocumentBuf| d.get_array("a").unwrap().to_owned();
-        assert_eq!(classify_body(body(arr(&targeted)), "app.orders", &keys), Some(SingleShard));
-        assert_eq!(classify_body(body(arr(&scattered)), "app.orders", &keys), Some(ScatterGather));
+        assert_eq!(
+            classify_body(body(arr(&targeted)), "app.orders", &keys),
+            Some(SingleShard)
+        );
+        assert_eq!(
+            classify_body(body(arr(&scattered)), "app.orders", &keys),
+            Some(ScatterGather)
+        );
     }
 }

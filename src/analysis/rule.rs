@@ -58,18 +58,22 @@ pub struct OpView<'a> {
     pub follow_up: Option<&'a FollowUp>,
 }
 
-/// A query that follows a list read, fetching one document per element
-/// (the engine links them by comparing value hashes; no value is kept).
+/// A query that follows a list read, fetching documents for one of its
+/// elements by a value taken from it (linked by provenance inside the
+/// engine, see `analysis::follow_ups`; no value is kept).
 #[derive(Clone, Debug)]
 pub struct FollowUp {
     pub leading_pattern: String,
     pub leading_shape: String,
     pub leading_namespace: String,
-    /// The filter field whose value came from the leading reply.
+    /// The filter field whose value came from the list.
     pub field: String,
-    /// Follow-ups so far after this leading reply (this one included).
+    /// The listed documents' field the value was taken from.
+    pub source_field: String,
+    /// Per-element follow-ups with this link after this list so far
+    /// (this one included).
     pub count: u64,
-    /// Documents the leading reply returned.
+    /// Documents the list returned so far (every batch of its cursor).
     pub leading_docs: u64,
 }
 

@@ -253,6 +253,21 @@ impl Namespaces {
     }
 
     pub fn observe_document(&mut self, namespace: &str, doc: &Doc<'_>) {
+        self.observe_document_with_id(namespace, doc, None)
+    }
+
+    /// A replacement (an update without operators): its `_id` is the
+    /// filter's when the document does not carry one.
+    pub fn observe_replacement(
+        &mut self,
+        namespace: &str,
+        filter: Option<&RawDocument>,
+        doc: &Doc<'_>,
+    ) {
+        self.observe_document_with_id(namespace, doc, filter.and_then(pinned_id))
+    }
+
+    fn observe_document_with_id(&mut self, namespace: &str, doc: &Doc<'_>, id: Option<u64>) {
         let state = self.state(namespace);
         state.doc_sizes.record(doc.raw.as_bytes().len() as u64);
         state.documents_seen += 1;
@@ -265,10 +280,9 @@ impl Namespaces {
                 .record(array.len as u64);
         }
         // Growth: compare with what this document's arrays were last time.
-        let Some(id) = doc.raw.get("_id").ok().flatten() else {
+        let Some(id) = doc.raw.get("_id").ok().flatten().map(value_hash).or(id) else {
             return;
         };
-        let id = value_hash(id);
         let now: Vec<(u64, u32)> = doc
             .arrays
             .iter()
@@ -300,7 +314,11 @@ impl Namespaces {
         update: &RawDocument,
     ) {
         let bucketed = is_bucketed(filter, Some(update));
+        let id = filter.and_then(pinned_id);
         let state = self.state(namespace);
+        if let Some(id) = id {
+            record_written_lengths(state, id, update);
+        }
         for (op, fields) in update.iter().flatten() {
             if !op.as_str().starts_with('$') {
                 return;
@@ -324,6 +342,87 @@ impl Namespaces {
                 }
             }
         }
+    }
+}
+
+/// The hashed `_id` a filter pins by equality (`{_id: v}`, `{_id: {$eq: v}}`):
+/// the one document an update writes.
+fn pinned_id(filter: &RawDocument) -> Option<u64> {
+    match filter.get("_id").ok()?? {
+        RawBsonRef::Document(d) => match d.iter().next()?.ok()? {
+            (op, v) if op.as_str() == "$eq" && d.iter().count() == 1 => match v {
+                RawBsonRef::Document(_) | RawBsonRef::Array(_) => None,
+                v => Some(value_hash(v)),
+            },
+            (op, _) if op.as_str().starts_with('$') => None,
+            _ => Some(value_hash(RawBsonRef::Document(d))),
+        },
+        RawBsonRef::Array(_) | RawBsonRef::RegularExpression(_) => None,
+        v => Some(value_hash(v)),
+    }
+}
+
+/// Array lengths one update of one document makes known: a whole-array
+/// `$set` gives the length; a `$push` without `$slice` adds its elements
+/// to a length already known. (`$addToSet` may add nothing: only reads
+/// tell.) Each is recorded as an observation of that document's array.
+fn record_written_lengths(state: &mut NamespaceState, id: u64, update: &RawDocument) {
+    for (op, fields) in update.iter().flatten() {
+        let RawBsonRef::Document(fields) = fields else {
+            continue;
+        };
+        for (path, value) in fields.iter().flatten() {
+            let path = fold_path(path.as_str());
+            if path.contains('$') {
+                continue;
+            }
+            let len =
+                match (op.as_str(), value) {
+                    ("$set", RawBsonRef::Array(a)) => a.into_iter().count(),
+                    ("$push", v) if !is_sliced(v) => {
+                        let added = match v {
+                            RawBsonRef::Document(d) => match d.get_array("$each") {
+                                Ok(each) => each.into_iter().count(),
+                                Err(_) => 1,
+                            },
+                            _ => 1,
+                        };
+                        let h = fnv1a(path.as_bytes());
+                        let Some(before) = state.documents.map_get_mut(&id).and_then(|arrays| {
+                            arrays.iter().find(|(p, _)| *p == h).map(|(_, l)| *l)
+                        }) else {
+                            continue;
+                        };
+                        before as usize + added
+                    }
+                    _ => continue,
+                };
+            record_length(state, id, &path, len.min(u32::MAX as usize) as u32);
+        }
+    }
+}
+
+/// One document's array at `path` is `len` long: recorded in the path's
+/// lengths, and as growth when it is longer than last seen.
+fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
+    let h = fnv1a(path.as_bytes());
+    let arrays = state.documents.get_or_insert_with(&id, Vec::new);
+    let before = match arrays.iter_mut().find(|(p, _)| *p == h) {
+        Some((_, l)) => Some(std::mem::replace(l, len)),
+        None => {
+            if arrays.len() < ARRAYS_PER_DOCUMENT {
+                arrays.push((h, len));
+            }
+            None
+        }
+    };
+    let stats = state
+        .arrays
+        .get_or_insert_with(&path.to_string(), ArrayStats::default);
+    stats.lengths.record(len as u64);
+    if let Some(before) = before.filter(|b| len > *b) {
+        stats.growth_events += 1;
+        stats.max_growth = stats.max_growth.max((len - before) as u64);
     }
 }
 
@@ -412,6 +511,10 @@ pub struct ArrayInDoc {
     pub path: String,
     pub len: u32,
     pub bytes: usize,
+    /// Every element a number, or an array of numbers: a vector (an
+    /// embedding) or coordinates, whose size is fixed by what it encodes,
+    /// not by related entities that keep coming.
+    pub numeric: bool,
 }
 
 /// Every array in `doc`, elements folded as `path.$`.
@@ -435,6 +538,11 @@ impl<'a> Doc<'a> {
             arrays: arrays_in(raw, caps),
         }
     }
+}
+
+/// BSON double, int32, int64, decimal128.
+fn is_number(element_type: u8) -> bool {
+    matches!(element_type, 0x01 | 0x10 | 0x12 | 0x13)
 }
 
 /// Collects (path, length) for every array, elements folded as `path.$`.
@@ -467,17 +575,24 @@ fn walk_arrays(
             let array_path = short_key(path).into_owned();
             path.push_str(".$");
             let mut len = 0u32;
+            let mut numeric = true;
             for item in bson_walk::elements(element.value) {
                 let Ok(item) = item else { break };
                 if item.element_type == 0x03 && (len as usize) < caps.elements_sampled {
                     walk_arrays(item.value, path, depth + 1, caps, out);
                 }
+                numeric = numeric
+                    && (is_number(item.element_type)
+                        || (item.element_type == 0x04
+                            && bson_walk::elements(item.value)
+                                .all(|e| e.is_ok_and(|e| is_number(e.element_type)))));
                 len += 1;
             }
             out.push(ArrayInDoc {
                 path: array_path,
                 len,
                 bytes: element.value.len(),
+                numeric: numeric && len > 0,
             });
         }
         path.truncate(mark);
@@ -507,6 +622,82 @@ mod tests {
         h.record(0);
         h.record(1 << 40);
         assert_eq!((h.count, h.max), (1002, 1 << 40));
+    }
+
+    #[test]
+    fn writes_that_make_a_length_known_count_as_observations() {
+        let mut ns = Namespaces::default();
+        let caps = Caps::default();
+        let stats = |ns: &Namespaces, path: &str| {
+            let a = ns
+                .get("app.posts")
+                .unwrap()
+                .arrays
+                .get(&path.to_string())
+                .unwrap();
+            (a.lengths.max, a.growth_events)
+        };
+        ns.observe_document(
+            "app.posts",
+            &Doc::new(&rawdoc! {"_id": 7, "comments": [], "tags": ["a"]}, &caps),
+        );
+        // $push onto a length known from the insert: 0 → 1 → 3.
+        let filter = rawdoc! {"_id": 7};
+        ns.observe_update(
+            "app.posts",
+            Some(&filter),
+            &rawdoc! {"$push": {"comments": {"t": 1}}},
+        );
+        ns.observe_update(
+            "app.posts",
+            Some(&filter),
+            &rawdoc! {"$push": {"comments": {"$each": [{"t": 2}, {"t": 3}]}}},
+        );
+        assert_eq!(stats(&ns, "comments"), (3, 2));
+        // Another document's push, or one with $slice, or $addToSet, says
+        // nothing about this one's length.
+        ns.observe_update(
+            "app.posts",
+            Some(&rawdoc! {"_id": 8}),
+            &rawdoc! {"$push": {"comments": 1}},
+        );
+        ns.observe_update(
+            "app.posts",
+            Some(&filter),
+            &rawdoc! {"$push": {"comments": {"$each": [1], "$slice": -2}}, "$addToSet": {"tags": "b"}},
+        );
+        assert_eq!(stats(&ns, "comments"), (3, 2));
+        assert_eq!(stats(&ns, "tags"), (1, 0));
+        // A whole-array $set (what an ODM's save sends) gives the length.
+        ns.observe_update(
+            "app.posts",
+            Some(&rawdoc! {"_id": {"$eq": 7}}),
+            &rawdoc! {"$set": {"tags": ["a", "b", "c"]}},
+        );
+        assert_eq!(stats(&ns, "tags"), (3, 1));
+        // A replacement without _id is the filter's document.
+        ns.observe_replacement(
+            "app.posts",
+            Some(&filter),
+            &Doc::new(&rawdoc! {"comments": [1, 2, 3, 4, 5], "tags": []}, &caps),
+        );
+        assert_eq!(stats(&ns, "comments"), (5, 3));
+    }
+
+    #[test]
+    fn vectors_and_coordinates_are_numeric_arrays() {
+        let caps = Caps::default();
+        let embedding: Vec<f64> = (0..1536).map(|i| i as f64 / 1536.0).collect();
+        let line: Vec<Vec<f64>> = (0..500).map(|i| vec![i as f64, -(i as f64)]).collect();
+        let doc = bson::RawDocumentBuf::try_from(&bson::doc! {
+            "embedding": embedding, "route": {"type": "LineString", "coordinates": line},
+            "tags": ["a", "b"], "ids": [1, "x"], "empty": [], "comments": [{"t": 1}]
+        })
+        .unwrap();
+        let arrays = Doc::new(&doc, &caps).arrays;
+        let numeric = |path: &str| arrays.iter().find(|a| a.path == path).unwrap().numeric;
+        assert!(numeric("embedding") && numeric("route.coordinates"));
+        assert!(!numeric("tags") && !numeric("ids") && !numeric("empty") && !numeric("comments"));
     }
 
     #[test]

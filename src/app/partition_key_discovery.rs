@@ -19,7 +19,11 @@ pub fn keys_from_config_collections(docs: &[Document]) -> Vec<DiscoveredKey> {
             let pattern = d.get_document("key").ok()?;
             let key: Vec<String> = pattern.keys().cloned().collect();
             let hashed = pattern.values().any(|v| v.as_str() == Some("hashed"));
-            let kind = if hashed { KeyKind::Hashed } else { KeyKind::Ranged };
+            let kind = if hashed {
+                KeyKind::Hashed
+            } else {
+                KeyKind::Ranged
+            };
             (!key.is_empty() && !ns.starts_with("config.")).then(|| (ns.to_string(), key, kind))
         })
         .collect()

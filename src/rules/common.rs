@@ -278,12 +278,14 @@ impl CrossPartitionCounts {
         evidence.insert("operations_with_this_shape".into(), json!(scattered));
         evidence.insert("share".into(), json!((share * 1000.0).round() / 1000.0));
         let what = if feed {
-            "is a scatter-gather sort and limit (a feed): every partition sorts, the results are merged"
+            "is a scatter-gather sort and limit (a feed: every partition sorts, the results are merged)"
         } else {
-            "is scatter-gather: it is sent to every partition"
+            "is scatter-gather (sent to every partition)"
         };
         let why = match key {
-            None => "a $lookup joins a partitioned collection on another field than its key".to_string(),
+            None => {
+                "a $lookup joins a partitioned collection on another field than its key".to_string()
+            }
             Some(k) => format!(
                 "its filter does not target the partition key {}{}",
                 k.describe(),

@@ -1,9 +1,15 @@
-//! WL101 unbounded-array-growth: updates that append to an array with no
-//! bound — `$push` / `$addToSet` (with or without `$each`) with no
-//! `$slice`, or a pipeline `$concatArrays` not wrapped in `$slice` — seen
-//! repeatedly with the same shape. It gets stronger (error) when the same
-//! document's array is seen growing across observations. `$push` with
-//! `$each` and `$slice` keeps the array bounded and is never reported.
+//! WL101 unbounded-array-growth: updates that grow an array with no bound
+//! — `$push` / `$addToSet` (with or without `$each`) with no `$slice`, a
+//! pipeline `$concatArrays` not wrapped in `$slice`, or the whole array
+//! rewritten longer each time (`$set: {comments: [...]}`, a replacement:
+//! what ODMs send on save) — seen repeatedly with the same shape.
+//!
+//! Lengths come from every write that makes one document's array length
+//! known (a `$push` onto a known length, a whole-array `$set`, an insert or
+//! replacement) and from every full read of it. An array that every
+//! observation shows small (≤ `small_length`) is a small bounded set and
+//! stays silent; one seen growing past `error_length` is an error. `$push`
+//! with `$each` and `$slice`, and the bucket pattern, are never reported.
 
 use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
@@ -22,7 +28,11 @@ pub static META: RuleMeta = RuleMeta {
              rest in their own collection (subset pattern), reference from the child side, or bucket the \
              children in documents of N (comments in documents of 100, as in “Data modeling in Azure Cosmos DB”).",
     source: concat!(mongodb_unbounded!(), " (book reviews); ", cosmos_modeling!(), " (comments in batches of 100)"),
-    thresholds: &[Threshold { name: "min_updates", default: 3.0, help: "updates with the same shape before it is reported" }],
+    thresholds: &[
+        Threshold { name: "min_updates", default: 3.0, help: "updates with the same shape before it is reported" },
+        Threshold { name: "small_length", default: 10.0, help: "arrays never seen longer than this are small bounded sets: not reported" },
+        Threshold { name: "error_length", default: 50.0, help: "length from which an array seen growing is an error" },
+    ],
 };
 
 #[derive(Default)]
@@ -80,6 +90,28 @@ pub fn unbounded_concats(pipeline: &bson::RawArray) -> Vec<(String, &'static str
     out
 }
 
+/// Top-level (folded) paths a whole-array `$set` or a replacement writes:
+/// growth through them shows only in the lengths seen.
+fn rewritten_arrays(update: &RawDocument, operator_update: bool) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    if operator_update {
+        if let Ok(fields) = update.get_document("$set") {
+            for (path, value) in fields.iter().flatten() {
+                if matches!(value, RawBsonRef::Array(_)) {
+                    out.push((fold_path(path.as_str()), "$set"));
+                }
+            }
+        }
+    } else {
+        for (path, value) in update.iter().flatten() {
+            if matches!(value, RawBsonRef::Array(_)) {
+                out.push((path.as_str().to_string(), "replacement"));
+            }
+        }
+    }
+    out
+}
+
 impl Rule for UnboundedArrayGrowth {
     fn meta(&self) -> &'static RuleMeta {
         &META
@@ -89,29 +121,32 @@ impl Rule for UnboundedArrayGrowth {
         if !matches!(op.cmd.kind, Kind::Update | Kind::FindAndModify) {
             return;
         }
-        let mut appends = Vec::new();
+        let mut candidates = Vec::new();
         for u in op.cmd.updates() {
             if is_bucketed(u.filter, u.update) {
                 continue;
             }
-            if let Some(doc) = u.update.filter(|_| u.is_operator_update()) {
-                // Arrays of child ids are WL502's, with its own advice.
-                let ids: Vec<String> =
-                    super::common::pushed_child_ids(doc, op.namespace, cx.namespaces)
-                        .into_iter()
-                        .map(|(p, _)| p)
-                        .collect();
-                appends.extend(
-                    unbounded_appends(doc)
-                        .into_iter()
-                        .filter(|(p, _)| !ids.contains(p)),
-                );
+            if let Some(doc) = u.update {
+                if u.is_operator_update() {
+                    // Arrays of child ids are WL502's, with its own advice.
+                    let ids: Vec<String> =
+                        super::common::pushed_child_ids(doc, op.namespace, cx.namespaces)
+                            .into_iter()
+                            .map(|(p, _)| p)
+                            .collect();
+                    candidates.extend(
+                        unbounded_appends(doc)
+                            .into_iter()
+                            .filter(|(p, _)| !ids.contains(p)),
+                    );
+                }
+                candidates.extend(rewritten_arrays(doc, u.is_operator_update()));
             }
             if let Some(p) = u.pipeline {
-                appends.extend(unbounded_concats(p));
+                candidates.extend(unbounded_concats(p));
             }
         }
-        for (path, operator) in appends {
+        for (path, operator) in candidates {
             let count = self.counts.entry(
                 (op.namespace.to_string(), op.shape.hash, path.clone()),
                 cx.pool,
@@ -127,7 +162,19 @@ impl Rule for UnboundedArrayGrowth {
                 .and_then(|ns| ns.arrays.get(&path));
             let growth = array.map_or(0, |a| a.growth_events);
             let max_len = array.map_or(0, |a| a.lengths.max);
-            let severity = if growth > 0 {
+            let lengths_known = array.is_some_and(|a| a.lengths.count > 0);
+            let rewrite = matches!(operator, "$set" | "replacement");
+            // A rewritten array is only a problem once seen growing; any
+            // array only once it is not a small bounded set.
+            if (rewrite && growth == 0)
+                || (lengths_known
+                    && max_len as f64 <= cx.threshold(&META, op.namespace, "small_length"))
+            {
+                continue;
+            }
+            let severity = if growth > 0
+                && max_len as f64 >= cx.threshold(&META, op.namespace, "error_length")
+            {
                 Severity::Error
             } else {
                 Severity::Warning
@@ -138,14 +185,31 @@ impl Rule for UnboundedArrayGrowth {
             evidence.insert("growth_confirmed".into(), json!(growth > 0));
             evidence.insert("growth_events".into(), json!(growth));
             evidence.insert("max_length_seen".into(), json!(max_len));
-            let confirmed = if growth > 0 {
-                format!("; the same documents were seen growing {growth} times, up to {max_len} elements")
-            } else {
-                String::new()
+            let what = match operator {
+                "$push" => format!("$push onto `{path}` with no $slice"),
+                "$addToSet" => format!(
+                    "$addToSet onto `{path}`: every new value grows the set, and nothing bounds it"
+                ),
+                "$concatArrays" => format!("$concatArrays onto `{path}` with no $slice"),
+                "$set" => format!("`{path}` is rewritten whole with $set, longer each time"),
+                _ => format!("documents are replaced with `{path}` longer each time"),
+            };
+            let seen = match (growth, lengths_known) {
+                (0, false) => String::new(),
+                (0, true) => format!("; the longest seen has {max_len} elements"),
+                (g, _) => format!(
+                    "; the same documents were seen growing {g} times, up to {max_len} elements"
+                ),
             };
             cx.report(
                 &META,
-                FindingDraft::about(op, path.clone(), severity, format!("{operator} onto `{path}` with no $slice, {count} updates so far{confirmed}"), evidence),
+                FindingDraft::about(
+                    op,
+                    path.clone(),
+                    severity,
+                    format!("{what}, {count} updates so far{seen}"),
+                    evidence,
+                ),
             );
         }
     }

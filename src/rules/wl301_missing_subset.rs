@@ -68,7 +68,10 @@ impl Rule for MissingSubset {
         let min_elements = cx.threshold(&MISSING, op.namespace, "min_elements");
         let min_bytes = cx.threshold(&MISSING, op.namespace, "min_bytes");
         for array in &doc.arrays {
-            if (array.len as f64) < min_elements && (array.bytes as f64) < min_bytes {
+            // Vectors and coordinates have no "most used" elements.
+            if array.numeric
+                || ((array.len as f64) < min_elements && (array.bytes as f64) < min_bytes)
+            {
                 continue;
             }
             let bounded = cx

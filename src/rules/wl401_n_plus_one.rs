@@ -1,9 +1,14 @@
-//! WL401 n-plus-one: a read returns a list, then the application fetches
-//! one document of another collection per element, by a value taken from
-//! that list (seed 004 V1 Q4: list a post's comments, then each
-//! commenter's username). The engine links the follow-ups to the leading
-//! reply by comparing value hashes inside wirelint; no value is kept or
-//! shown.
+//! WL401 n-plus-one: a read returns a list, then the application fetches,
+//! per element, documents of another collection by a value taken from that
+//! element (the blogging platform's V1 Q4: list a post's comments, then
+//! each commenter's username). The engine links follow-ups to the list by
+//! provenance (`analysis::follow_ups`): the filter's value came from one
+//! listed document's field; follow-ups may return any number of documents;
+//! a batched `$in` over the list is the fix and never counts.
+//!
+//! Reported when one list is followed `min_follow_ups` times with the same
+//! link, or — lists of one or two items, as in CI fixtures — when
+//! `min_lists` lists of the same shape each had every element followed.
 
 use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
@@ -18,13 +23,34 @@ pub static META: RuleMeta = RuleMeta {
     advice: "Denormalize what each element needs into it (the blogging platform, V2: the username stored on each comment and \
              like), or fetch the related documents in one query with $in.",
     source: concat!(cosmos_real_world!(), " (V1 Q3–Q6; V2 denormalized usernames)"),
-    thresholds: &[Threshold { name: "min_follow_ups", default: 3.0, help: "single-document queries after one list read before it is reported" }],
+    thresholds: &[
+        Threshold { name: "min_follow_ups", default: 3.0, help: "per-element queries after one list read from which it is reported" },
+        Threshold { name: "min_lists", default: 3.0, help: "lists whose every element was followed by a query, from which it is reported whatever their size" },
+    ],
 };
+
+/// One link (follow-up namespace, leading shape, source field, filter
+/// field) over the lists seen.
+#[derive(Default)]
+struct Seen {
+    /// Most per-element follow-ups after one list.
+    most: u64,
+    /// Lists whose every element was followed.
+    complete: u64,
+}
+
+impl crate::analysis::budget::Weight for Seen {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Seen>()
+    }
+}
+
+/// ((follow-up namespace, leading shape), (source field, filter field)).
+type LinkKey = ((String, String), (String, String));
 
 #[derive(Default)]
 pub struct NPlusOne {
-    /// (namespace, leading shape, field) → most follow-ups after one list.
-    most: RuleTable<(String, String, String), u64>,
+    links: RuleTable<LinkKey, Seen>,
 }
 
 impl Rule for NPlusOne {
@@ -34,32 +60,52 @@ impl Rule for NPlusOne {
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         let Some(f) = op.follow_up else { return };
-        if (f.count as f64) < cx.threshold(&META, op.namespace, "min_follow_ups") {
-            return;
-        }
-        let most = self.most.entry(
+        let seen = self.links.entry(
             (
-                op.namespace.to_string(),
-                f.leading_shape.clone(),
-                f.field.clone(),
+                (op.namespace.to_string(), f.leading_shape.clone()),
+                (f.source_field.clone(), f.field.clone()),
             ),
             cx.pool,
         );
-        *most = (*most).max(f.count);
-        let most = *most;
+        seen.most = seen.most.max(f.count);
+        if f.count == f.leading_docs {
+            seen.complete += 1;
+        }
+        let (most, complete) = (seen.most, seen.complete);
+        let many = most as f64 >= cx.threshold(&META, op.namespace, "min_follow_ups");
+        let every = complete as f64 >= cx.threshold(&META, op.namespace, "min_lists");
+        if !many && !every {
+            return;
+        }
         let mut evidence = BTreeMap::new();
         evidence.insert("leading_shape".into(), json!(f.leading_shape));
         evidence.insert("leading_pattern".into(), json!(f.leading_pattern));
         evidence.insert("follow_up_shape".into(), json!(op.shape.text));
         evidence.insert("linking_field".into(), json!(f.field));
+        evidence.insert("source_field".into(), json!(f.source_field));
         evidence.insert("follow_ups_per_list".into(), json!(most));
+        evidence.insert("lists_fully_followed".into(), json!(complete));
         evidence.insert("list_documents".into(), json!(f.leading_docs));
+        let how = if many {
+            format!(
+                "after a list of {} documents from {}, {} queries fetch from {} by `{}`, one per listed document's `{}`",
+                f.leading_docs, f.leading_namespace, f.count, op.namespace, f.field, f.source_field
+            )
+        } else {
+            format!(
+                "{complete} lists from {} had every document followed by a query on {} by `{}` (its `{}`)",
+                f.leading_namespace, op.namespace, f.field, f.source_field
+            )
+        };
         cx.report(
             &META,
-            FindingDraft::about(op, format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field), META.severity, format!(
-                    "after a list of {} documents from {}, {} queries fetch one document each from {} by `{}` taken from that list",
-                    f.leading_docs, f.leading_namespace, f.count, op.namespace, f.field
-                ), evidence),
+            FindingDraft::about(
+                op,
+                format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field),
+                META.severity,
+                how,
+                evidence,
+            ),
         );
     }
 }

@@ -38,6 +38,14 @@ fn jaccard(a: &FieldSet, b: &FieldSet) -> f64 {
     }
 }
 
+/// Whether one set holds every field of the other: the same entity with
+/// optional fields, or a later version of its schema (new fields added),
+/// not two kinds.
+fn nested(a: &FieldSet, b: &FieldSet) -> bool {
+    let within = |x: &FieldSet, y: &FieldSet| x.fields.iter().all(|f| y.fields.contains(f));
+    within(a, b) || within(b, a)
+}
+
 /// A field present in every kind whose values never overlap between kinds.
 fn discriminator(kinds: &[&FieldSet]) -> Option<String> {
     let first = kinds.first()?;
@@ -77,10 +85,12 @@ impl Rule for MissingTypeDiscriminator {
                 .into_iter()
                 .filter(|s| s.count as f64 >= min_share * ns.documents_seen as f64)
                 .collect();
-            let distinct = kinds
-                .iter()
-                .enumerate()
-                .any(|(i, a)| kinds.iter().skip(i + 1).any(|b| jaccard(a, b) < 0.5));
+            let distinct = kinds.iter().enumerate().any(|(i, a)| {
+                kinds
+                    .iter()
+                    .skip(i + 1)
+                    .any(|b| jaccard(a, b) < 0.5 && !nested(a, b))
+            });
             if !distinct || discriminator(&kinds).is_some() {
                 continue;
             }

@@ -3,6 +3,8 @@
 //! capture so tests can check what wirelint said.
 #![allow(dead_code)]
 
+pub mod expected;
+
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,85 @@
+//! Expected findings of a workload (`expected.json` in a fixture) and the
+//! exact comparison the scenario and real-world suites share: a missing
+//! finding and a finding not listed are both failures.
+
+use serde::Deserialize;
+use wirelint::rules::{Finding, Severity};
+
+/// An expected finding: every field given must match.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    pub rule: String,
+    pub namespace: String,
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// One of the access patterns the finding was seen in.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub severity: Option<Severity>,
+}
+
+impl Expected {
+    pub fn matches(&self, f: &Finding) -> bool {
+        f.rule == self.rule
+            && f.namespace == self.namespace
+            && self.subject.as_ref().is_none_or(|s| *s == f.subject)
+            && self.pattern.as_ref().is_none_or(|p| f.patterns.contains(p))
+            && self.severity.is_none_or(|s| s == f.severity)
+    }
+}
+
+pub fn load(path: &std::path::Path) -> Vec<Expected> {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// What a run found against what was expected.
+pub struct Comparison<'a> {
+    pub missing: Vec<&'a Expected>,
+    pub unexpected: Vec<&'a Finding>,
+    /// Expected findings that were found.
+    pub found: usize,
+}
+
+pub fn compare<'a>(expected: &'a [Expected], findings: &'a [Finding]) -> Comparison<'a> {
+    let missing: Vec<&Expected> = expected
+        .iter()
+        .filter(|e| !findings.iter().any(|f| e.matches(f)))
+        .collect();
+    Comparison {
+        found: expected.len() - missing.len(),
+        missing,
+        unexpected: findings
+            .iter()
+            .filter(|f| !expected.iter().any(|e| e.matches(f)))
+            .collect(),
+    }
+}
+
+impl Comparison<'_> {
+    pub fn is_exact(&self) -> bool {
+        self.missing.is_empty() && self.unexpected.is_empty()
+    }
+
+    /// Both lists, one line per finding not listed.
+    pub fn describe(&self) -> String {
+        format!(
+            "missing: {:#?}\nnot expected: {:#?}",
+            self.missing,
+            self.unexpected
+                .iter()
+                .map(|f| format!(
+                    "{} {} {} {:?} [{}] {}",
+                    f.rule,
+                    f.severity.as_str(),
+                    f.namespace,
+                    f.patterns,
+                    f.subject,
+                    f.message
+                ))
+                .collect::<Vec<_>>()
+        )
+    }
+}

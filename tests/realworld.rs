@@ -1,0 +1,149 @@
+//! Real application code through wirelint: `fixtures/realworld/<name>/`
+//! holds an application written the way its community writes it — pymongo
+//! or MongoEngine (`app.py`), the Node driver or Mongoose (`app.js`) — the
+//! `wirelint.toml` it needs (partition keys), and `expected.json`, its exact
+//! findings. `good-*` applications are designs an expert would approve and
+//! must stay silent; `problem-*` ones must be found. Each runs through its
+//! own wirelint against FerretDB; the test prints precision and recall over
+//! the corpus, then fails on any difference.
+//!
+//! `WIRELINT_REALWORLD=name` runs one application.
+
+mod common;
+
+use common::Backend;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+struct Outcome {
+    name: String,
+    expected: usize,
+    found: usize,
+    unexpected: usize,
+    failure: Option<String>,
+}
+
+fn applications() -> Vec<PathBuf> {
+    let root = common::manifest_dir().join("fixtures/realworld");
+    let only = std::env::var("WIRELINT_REALWORLD").ok();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .filter(|p| only.as_deref().is_none_or(|o| p.ends_with(o)))
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The command that runs the application in `dir` against `uri`.
+fn app_command(dir: &Path, uri: &str) -> Command {
+    if dir.join("app.py").exists() {
+        let mut c =
+            Command::new(std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into()));
+        c.arg(dir.join("app.py")).arg(uri);
+        c
+    } else if dir.join("app.js").exists() {
+        let mut c = Command::new("node");
+        c.arg(dir.join("app.js")).arg(uri).env(
+            "NODE_PATH",
+            common::manifest_dir().join("tests/drivers/node/node_modules"),
+        );
+        c
+    } else {
+        panic!("{}: no app.py or app.js", dir.display())
+    }
+}
+
+async fn run(dir: &Path, backend: &Backend) -> Outcome {
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let mut settings = common::settings(&backend.uri());
+    let config_path = dir.join("wirelint.toml");
+    if config_path.exists() {
+        let config = wirelint::config::FileConfig::load(&config_path).unwrap();
+        settings.analysis.rules = wirelint::config::rule_settings(&config, &config_path).unwrap();
+        settings.analysis.partition_keys = config
+            .partition_keys(&config_path.display().to_string())
+            .unwrap();
+    }
+    let proxy = common::proxy_with(settings).await;
+    let mut command = app_command(dir, &proxy.connection_string());
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: the application failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let report = proxy.report();
+    proxy.shutdown().await;
+    let expected = common::expected::load(&dir.join("expected.json"));
+    let comparison = common::expected::compare(&expected, &report.findings);
+    Outcome {
+        failure: (!comparison.is_exact()).then(|| {
+            format!(
+                "{name}:\n{}\n\n{}",
+                comparison.describe(),
+                wirelint::report::table::text(&report)
+            )
+        }),
+        name,
+        expected: expected.len(),
+        found: comparison.found,
+        unexpected: comparison.unexpected.len(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_applications_get_exactly_their_findings() {
+    let backend = Backend::start(Default::default());
+    let mut outcomes = Vec::new();
+    for dir in applications() {
+        outcomes.push(run(&dir, &backend).await);
+    }
+    assert!(!outcomes.is_empty(), "no application in fixtures/realworld");
+    let (mut tp, mut fp, mut fn_) = (0, 0, 0);
+    println!(
+        "{:<32} {:>8} {:>6} {:>10}",
+        "application", "expected", "found", "unexpected"
+    );
+    for o in &outcomes {
+        println!(
+            "{:<32} {:>8} {:>6} {:>10}",
+            o.name, o.expected, o.found, o.unexpected
+        );
+        tp += o.found;
+        fp += o.unexpected;
+        fn_ += o.expected - o.found;
+    }
+    let ratio = |a: usize, b: usize| if b == 0 { 1.0 } else { a as f64 / b as f64 };
+    let good = outcomes
+        .iter()
+        .filter(|o| o.name.starts_with("good-"))
+        .count();
+    let silent = outcomes
+        .iter()
+        .filter(|o| o.name.starts_with("good-") && o.unexpected == 0)
+        .count();
+    println!(
+        "precision {:.3} ({tp} of {} findings expected), recall {:.3} ({tp} of {} expected found); good designs silent: {silent} of {good}",
+        ratio(tp, tp + fp),
+        tp + fp,
+        ratio(tp, tp + fn_),
+        tp + fn_
+    );
+    let failures: Vec<&String> = outcomes.iter().filter_map(|o| o.failure.as_ref()).collect();
+    assert!(
+        failures.is_empty(),
+        "{}",
+        failures
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    );
+}
