@@ -14,7 +14,6 @@ mod common;
 use common::Backend;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 struct Outcome {
     name: String,
@@ -68,17 +67,7 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
             .unwrap();
     }
     let proxy = common::proxy_with(settings).await;
-    let mut command = app_command(dir, &proxy.connection_string());
-    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{name}: the application failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    common::expected::run_workload(&name, app_command(dir, &proxy.connection_string())).await;
     let report = proxy.report();
     proxy.shutdown().await;
     let expected = common::expected::load(&dir.join("expected.json"));

@@ -9,7 +9,6 @@ mod common;
 use common::Backend;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 async fn run(name: &str) -> wirelint::report::Report {
     let dir: PathBuf = common::manifest_dir().join("fixtures/scenarios").join(name);
@@ -26,24 +25,12 @@ async fn run(name: &str) -> wirelint::report::Report {
     config.limits.apply(&mut settings.analysis.caps);
     let proxy = common::proxy_with(settings).await;
 
-    let uri = proxy.connection_string();
-    let workload = dir.join("workload.py");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into()))
-            .arg(workload)
-            .arg(uri)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{name}: workload failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let mut workload =
+        Command::new(std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into()));
+    workload
+        .arg(dir.join("workload.py"))
+        .arg(proxy.connection_string());
+    common::expected::run_workload(name, workload).await;
     let report = proxy.report();
     proxy.shutdown().await;
 

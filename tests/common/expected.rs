@@ -30,6 +30,21 @@ impl Expected {
     }
 }
 
+/// Runs a fixture's workload to completion (it must succeed), then gives
+/// the analysis a moment to settle.
+pub async fn run_workload(name: &str, mut command: std::process::Command) {
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: the workload failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+}
+
 pub fn load(path: &std::path::Path) -> Vec<Expected> {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
