@@ -76,6 +76,10 @@ pub struct Finding {
     pub occurrences: u64,
     pub first_seen: String,
     pub last_seen: String,
+    /// The key of the finding to fix first, when this one follows from it
+    /// (set when a report is built; see `report::group`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix_first: Option<String>,
 }
 
 impl Finding {
@@ -197,6 +201,7 @@ impl FindingStore {
                 occurrences: 1,
                 first_seen: stamp.clone(),
                 last_seen: stamp,
+                fix_first: None,
             },
         );
         Change::New

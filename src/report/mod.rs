@@ -116,13 +116,46 @@ pub struct ShapeReport {
     pub count: u64,
 }
 
+/// Marks each finding that follows from another on the same design with
+/// `fix_first`, the key of that one — what to fix first:
+/// - a hot embedded value (WL503) explains the scatter-gather (WL201) of
+///   the same multi-update;
+/// - an array that grows without bound (WL101, WL502) explains it being
+///   large (WL102) and read whole (WL301);
+/// - an N+1 (WL401) or counts on read (WL403) explain a chatty request
+///   (WL402) of the same access pattern.
+pub fn group(findings: &mut [Finding]) {
+    fn explains(root: &Finding, f: &Finding) -> bool {
+        let same_ns = root.namespace == f.namespace;
+        match (root.rule.as_str(), f.rule.as_str()) {
+            ("WL503", "WL201") => same_ns && root.shape.is_some() && root.shape == f.shape,
+            ("WL101" | "WL502", "WL102" | "WL301") => same_ns && root.subject == f.subject,
+            ("WL401" | "WL403", "WL402") => f.patterns.iter().any(|p| root.patterns.contains(p)),
+            _ => false,
+        }
+    }
+    let roots: Vec<(usize, String)> = findings
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i, f.key()))
+        .collect();
+    for i in 0..findings.len() {
+        let root = roots
+            .iter()
+            .find(|(j, _)| *j != i && explains(&findings[*j], &findings[i]))
+            .map(|(_, key)| key.clone());
+        findings[i].fix_first = root;
+    }
+}
+
 fn timestamp(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
 impl Report {
     pub fn build(knowledge: &Knowledge, stats: &StatsSnapshot, upstream: &str) -> Report {
-        let findings: Vec<Finding> = knowledge.findings.all().cloned().collect();
+        let mut findings: Vec<Finding> = knowledge.findings.all().cloned().collect();
+        group(&mut findings);
         let mut shapes: Vec<ShapeReport> = knowledge
             .patterns
             .shapes

@@ -151,6 +151,9 @@ pub fn text(report: &Report) -> String {
                 let _ = writeln!(out, "    shape:   {}", short(s, 100));
             }
         }
+        if let Some(root) = &f.fix_first {
+            let _ = writeln!(out, "    follows from {root}: fix that first");
+        }
         let _ = writeln!(out, "    → {}", f.advice);
         let _ = writeln!(
             out,
@@ -198,6 +201,9 @@ pub fn markdown(report: &Report) -> String {
             f.namespace
         );
         let _ = writeln!(out, "**{}**: {}\n", f.severity.as_str(), f.message);
+        if let Some(root) = &f.fix_first {
+            let _ = writeln!(out, "Follows from `{root}`: fix that first.\n");
+        }
         for p in &f.patterns {
             let _ = writeln!(out, "- pattern: `{}`", p.replace('`', "'"));
         }

@@ -160,7 +160,11 @@ pub fn pushed_child_ids<'a>(
             else {
                 continue;
             };
-            if let Some(owner) = namespaces.id_owner(v).filter(|owner| *owner != namespace) {
+            let db = |ns: &str| ns.split_once('.').map_or("", |(db, _)| db).to_string();
+            if let Some(owner) = namespaces
+                .id_owner(v)
+                .filter(|owner| *owner != namespace && db(owner) == db(namespace))
+            {
                 out.push((fold_path(path.as_str()), owner));
             }
         }

@@ -24,10 +24,24 @@ pub static META: RuleMeta = RuleMeta {
     ],
 };
 
+/// A namespace's documents over the warning size: each counted once,
+/// however often it is inserted, read or replaced (by its `_id`'s hash).
+#[derive(Default)]
+struct Large {
+    ids: RuleTable<u64, ()>,
+    largest: u64,
+}
+
+/// Its id table charges itself.
+impl crate::analysis::budget::Weight for Large {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Large>()
+    }
+}
+
 #[derive(Default)]
 pub struct LargeDocument {
-    /// (namespace) → (documents over the warning size, largest seen).
-    seen: RuleTable<String, (u64, u64)>,
+    seen: RuleTable<String, Large>,
 }
 
 impl Rule for LargeDocument {
@@ -54,9 +68,13 @@ impl Rule for LargeDocument {
             Severity::Warning
         };
         let entry = self.seen.entry(op.namespace.to_string(), cx.pool);
-        entry.0 += 1;
-        entry.1 = entry.1.max(size);
-        let (over, largest) = *entry;
+        let id = doc.raw.get("_id").ok().flatten().map_or_else(
+            || crate::analysis::shape::fnv1a(doc.raw.as_bytes()),
+            crate::analysis::state::value_hash,
+        );
+        entry.ids.entry(id, cx.pool);
+        entry.largest = entry.largest.max(size);
+        let (over, largest) = (entry.ids.len() as u64, entry.largest);
         let mut evidence = BTreeMap::new();
         evidence.insert("largest_bytes".into(), json!(largest));
         evidence.insert("documents_over_warn".into(), json!(over));

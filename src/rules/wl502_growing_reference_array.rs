@@ -1,7 +1,11 @@
 //! WL502 growing-reference-array: the "one" side of a one-to-many keeps an
 //! array of its children's ids and `$push`es each new one (seed 000:
 //! `publisher.books: [isbn, …]`). The ids are recognised as `_id`s of
-//! documents inserted into another collection (compared as hashes).
+//! documents inserted into another collection of the same database
+//! (compared as hashes; a value that merely equals an id elsewhere — a
+//! small integer, a common word — in another database is no reference).
+//! An array never seen longer than `small_length` is a small bounded set
+//! of references (a post's three categories), not reported.
 
 use super::common::pushed_child_ids;
 use super::common::RuleTable;
@@ -18,7 +22,10 @@ pub static META: RuleMeta = RuleMeta {
     advice: "Reference from the child side instead: store the parent's id in each child (pub_id in each \
              book) and find the children by it; the parent no longer grows with every child.",
     source: concat!(cosmos_modeling!(), " (publisher.books vs pub_id on each book)"),
-    thresholds: &[Threshold { name: "min_updates", default: 3.0, help: "pushes of child ids before it is reported" }],
+    thresholds: &[
+        Threshold { name: "min_updates", default: 3.0, help: "pushes of child ids before it is reported" },
+        Threshold { name: "small_length", default: 10.0, help: "arrays never seen longer than this are small bounded sets: not reported" },
+    ],
 };
 
 #[derive(Default)]
@@ -54,11 +61,16 @@ impl Rule for GrowingReferenceArray {
             if (n as f64) < cx.threshold(&META, op.namespace, "min_updates") {
                 continue;
             }
-            let longest = cx
+            let array = cx
                 .namespaces
                 .get(op.namespace)
-                .and_then(|ns| ns.arrays.get(&path))
-                .map_or(0, |a| a.lengths.max);
+                .and_then(|ns| ns.arrays.get(&path));
+            let longest = array.map_or(0, |a| a.lengths.max);
+            let lengths_known = array.is_some_and(|a| a.lengths.count > 0);
+            if lengths_known && longest as f64 <= cx.threshold(&META, op.namespace, "small_length")
+            {
+                continue;
+            }
             let mut evidence = BTreeMap::new();
             evidence.insert("children_collection".into(), json!(children));
             evidence.insert("pushes".into(), json!(n));
