@@ -1,6 +1,7 @@
 //! Real application code through wirelint: `fixtures/realworld/<name>/`
 //! holds an application written the way its community writes it — pymongo
-//! or MongoEngine (`app.py`), the Node driver or Mongoose (`app.js`) — the
+//! or MongoEngine (`app.py`), the Node driver or Mongoose (`app.js`), the Go
+//! driver (`main.go`), Spring Data MongoDB (`pom.xml`) — the
 //! `wirelint.toml` it needs (partition keys), and `expected.json`, its exact
 //! findings. `good-*` applications are designs an expert would approve and
 //! must stay silent; `problem-*` ones must be found. Each runs through its
@@ -50,8 +51,21 @@ fn app_command(dir: &Path, uri: &str) -> Command {
             common::manifest_dir().join("tests/drivers/node/node_modules"),
         );
         c
+    } else if dir.join("main.go").exists() {
+        // The Go module is fixtures/realworld/go.mod; modules come from
+        // the Go module proxy (go.sum pins them).
+        let mut c = Command::new("go");
+        c.args(["run", "."]).arg(uri).current_dir(dir);
+        c
+    } else if dir.join("pom.xml").exists() {
+        // Spring Data MongoDB from Maven Central, compiled and run by Maven.
+        let mut c = Command::new("mvn");
+        c.args(["-q", "-B", "compile", "exec:java"])
+            .arg(format!("-Dexec.args={uri}"))
+            .current_dir(dir);
+        c
     } else {
-        panic!("{}: no app.py or app.js", dir.display())
+        panic!("{}: no app.py, app.js, main.go or pom.xml", dir.display())
     }
 }
 

@@ -18,6 +18,9 @@ pub struct Expected {
     pub pattern: Option<String>,
     #[serde(default)]
     pub severity: Option<Severity>,
+    /// The key of the finding it follows from (`rule:namespace:subject`).
+    #[serde(default)]
+    pub fix_first: Option<String>,
 }
 
 impl Expected {
@@ -27,6 +30,10 @@ impl Expected {
             && self.subject.as_ref().is_none_or(|s| *s == f.subject)
             && self.pattern.as_ref().is_none_or(|p| f.patterns.contains(p))
             && self.severity.is_none_or(|s| s == f.severity)
+            && self
+                .fix_first
+                .as_ref()
+                .is_none_or(|k| f.fix_first.as_ref() == Some(k))
     }
 }
 
