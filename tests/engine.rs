@@ -572,3 +572,62 @@ fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
         vec!["d.posts → d.tags._id", "d.posts → d.users._id"]
     );
 }
+
+/// The whole cursor is the list: follow-ups of documents from a getMore
+/// batch link to it, and the finding counts every batch's documents.
+#[test]
+fn a_list_is_its_whole_cursor() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let mut id = 0;
+    let mut op = |e: &mut Engine, body: bson::RawDocumentBuf, reply: bson::RawDocumentBuf| {
+        id += 1;
+        e.message(
+            3,
+            Direction::Request,
+            t,
+            Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+        );
+        e.message(
+            3,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+        );
+    };
+    let comments = |from: i32| {
+        let mut a = bson::RawArrayBuf::new();
+        for c in from..from + 2 {
+            a.push(rawdoc! {"_id": c, "userId": format!("u{c}")});
+        }
+        a
+    };
+    op(
+        &mut e,
+        rawdoc! {"find": "comments", "filter": {"postId": 1}, "batchSize": 2, "$db": "d"},
+        rawdoc! {"cursor": {"id": 77i64, "ns": "d.comments", "firstBatch": comments(0)}, "ok": 1.0},
+    );
+    op(
+        &mut e,
+        rawdoc! {"getMore": 77i64, "collection": "comments", "$db": "d"},
+        rawdoc! {"cursor": {"id": 0i64, "ns": "d.comments", "nextBatch": comments(2)}, "ok": 1.0},
+    );
+    for c in 0..4 {
+        let mut user = bson::RawArrayBuf::new();
+        user.push(rawdoc! {"_id": format!("u{c}")});
+        op(
+            &mut e,
+            rawdoc! {"find": "users", "filter": {"_id": format!("u{c}")}, "limit": 1, "$db": "d"},
+            rawdoc! {"cursor": {"id": 0i64, "ns": "d.users", "firstBatch": user}, "ok": 1.0},
+        );
+    }
+    e.flush();
+    let k = k.lock().unwrap();
+    let f = k
+        .findings
+        .get("WL401", "d.users", "d.comments → d.users._id")
+        .expect("WL401 over both batches");
+    assert_eq!(f.evidence["follow_ups_per_list"], serde_json::json!(4));
+    assert_eq!(f.evidence["list_documents"], serde_json::json!(4));
+}

@@ -101,4 +101,38 @@ mod tests {
             );
         }
     }
+
+    /// What users read cites the public pages by title: never a seed's
+    /// file number, which they cannot look up.
+    #[test]
+    fn sources_are_cited_by_title() {
+        let seed_number = |text: &str| {
+            let lower = text.to_lowercase();
+            lower.match_indices("seed").any(|(i, _)| {
+                lower[i + 4..]
+                    .trim_start_matches(['s', ' '])
+                    .starts_with(|c: char| c.is_ascii_digit())
+            })
+        };
+        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/rules");
+        for meta in super::catalogue() {
+            for text in [meta.summary, meta.advice, meta.source] {
+                assert!(!seed_number(text), "{}: {text}", meta.id);
+            }
+            assert!(
+                meta.source.contains('“'),
+                "{} names its source page: {}",
+                meta.id,
+                meta.source
+            );
+            let page = std::fs::read_to_string(docs.join(format!("{}.md", meta.id))).unwrap();
+            assert!(
+                !seed_number(&page),
+                "docs/rules/{}.md cites a seed number",
+                meta.id
+            );
+            assert!(!page.contains("(coming)"), "docs/rules/{}.md", meta.id);
+        }
+        assert!(seed_number("as in seed 004 V3") && seed_number("seeds 000, 002"));
+    }
 }
