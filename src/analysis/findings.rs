@@ -219,6 +219,20 @@ impl FindingStore {
         self.findings.is_empty()
     }
 
+    /// Withdraws a finding the evidence no longer supports (a set that
+    /// stopped growing): it leaves the store, the report and the exit code.
+    pub fn retract(&mut self, rule: &str, namespace: &str, subject: &str) -> Option<Finding> {
+        let gone = self.findings.remove(&(
+            rule.to_string(),
+            short_key(namespace).into_owned(),
+            short_key(subject).into_owned(),
+        ));
+        if gone.is_some() {
+            self.pool.release(FINDING_BYTES);
+        }
+        gone
+    }
+
     pub fn get(&self, rule: &str, namespace: &str, subject: &str) -> Option<&Finding> {
         self.findings.get(&(
             rule.to_string(),

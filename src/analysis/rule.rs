@@ -227,6 +227,19 @@ impl RuleContext<'_> {
         self.settings.threshold(meta, namespace, name)
     }
 
+    /// Withdraws this rule's finding on `subject` in `namespace`, if any:
+    /// later evidence showed it wrong.
+    pub fn retract(&mut self, meta: &'static RuleMeta, namespace: &str, subject: &str) {
+        if self.findings.retract(meta.id, namespace, subject).is_some() {
+            tracing::info!(
+                rule = meta.id,
+                %namespace,
+                %subject,
+                "finding withdrawn: later traffic no longer supports it"
+            );
+        }
+    }
+
     pub fn report(&mut self, meta: &'static RuleMeta, mut draft: FindingDraft) {
         if !self.settings.enabled_for(meta.id, &draft.namespace) {
             return;

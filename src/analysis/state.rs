@@ -88,6 +88,24 @@ pub struct ArrayStats {
     pub growth_events: u64,
     /// The largest increase seen between two observations of one document.
     pub max_growth: u64,
+    /// Observations of a document seen before that showed no growth, since
+    /// the last one that did: a set that stopped growing (every value of
+    /// its vocabulary added) keeps counting up.
+    pub since_growth: u64,
+}
+
+impl ArrayStats {
+    /// One more observation of a document whose length at `path` was
+    /// known: `before` → `len`.
+    fn observed(&mut self, before: u32, len: u32) {
+        if len > before {
+            self.growth_events += 1;
+            self.max_growth = self.max_growth.max((len - before) as u64);
+            self.since_growth = 0;
+        } else {
+            self.since_growth += 1;
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -295,11 +313,10 @@ impl Namespaces {
             for ArrayInDoc { path, len, .. } in &doc.arrays {
                 let h = fnv1a(path.as_bytes());
                 if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
-                    if len > before {
-                        let stats = state.arrays.get_or_insert_with(path, ArrayStats::default);
-                        stats.growth_events += 1;
-                        stats.max_growth = stats.max_growth.max((len - before) as u64);
-                    }
+                    state
+                        .arrays
+                        .get_or_insert_with(path, ArrayStats::default)
+                        .observed(*before, *len);
                 }
             }
         }
@@ -420,9 +437,8 @@ fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
         .arrays
         .get_or_insert_with(&path.to_string(), ArrayStats::default);
     stats.lengths.record(len as u64);
-    if let Some(before) = before.filter(|b| len > *b) {
-        stats.growth_events += 1;
-        stats.max_growth = stats.max_growth.max((len - before) as u64);
+    if let Some(before) = before {
+        stats.observed(before, len);
     }
 }
 
@@ -682,6 +698,29 @@ mod tests {
             &Doc::new(&rawdoc! {"comments": [1, 2, 3, 4, 5], "tags": []}, &caps),
         );
         assert_eq!(stats(&ns, "comments"), (5, 3));
+        // Reads that show no growth count towards "stopped growing"; the
+        // next growth starts the count again.
+        let since = |ns: &Namespaces| {
+            ns.get("app.posts")
+                .unwrap()
+                .arrays
+                .get(&"comments".to_string())
+                .unwrap()
+                .since_growth
+        };
+        assert_eq!(since(&ns), 0);
+        for _ in 0..3 {
+            ns.observe_document(
+                "app.posts",
+                &Doc::new(&rawdoc! {"_id": 7, "comments": [1, 2, 3, 4, 5]}, &caps),
+            );
+        }
+        assert_eq!(since(&ns), 3);
+        ns.observe_document(
+            "app.posts",
+            &Doc::new(&rawdoc! {"_id": 7, "comments": [1, 2, 3, 4, 5, 6]}, &caps),
+        );
+        assert_eq!(since(&ns), 0);
     }
 
     #[test]

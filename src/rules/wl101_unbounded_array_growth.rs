@@ -8,7 +8,9 @@
 //! known (a `$push` onto a known length, a whole-array `$set`, an insert or
 //! replacement) and from every full read of it. An array that every
 //! observation shows small (≤ `small_length`) is a small bounded set and
-//! stays silent; one seen growing past `error_length` is an error. `$push`
+//! stays silent, and so does an `$addToSet` set seen `settled_after` times
+//! without growing since it last grew (every value of its vocabulary is in);
+//! one seen growing past `error_length` is an error. `$push`
 //! with `$each` and `$slice`, and the bucket pattern, are never reported.
 
 use super::common::RuleTable;
@@ -32,6 +34,7 @@ pub static META: RuleMeta = RuleMeta {
         Threshold { name: "min_updates", default: 3.0, help: "updates with the same shape before it is reported" },
         Threshold { name: "small_length", default: 10.0, help: "arrays never seen longer than this are small bounded sets: not reported" },
         Threshold { name: "error_length", default: 50.0, help: "length from which an array seen growing is an error" },
+        Threshold { name: "settled_after", default: 10.0, help: "observations without growth after which an $addToSet set has stopped growing: not reported" },
     ],
 };
 
@@ -164,8 +167,18 @@ impl Rule for UnboundedArrayGrowth {
             let max_len = array.map_or(0, |a| a.lengths.max);
             let lengths_known = array.is_some_and(|a| a.lengths.count > 0);
             let rewrite = matches!(operator, "$set" | "replacement");
+            // A set that every value of its vocabulary has reached.
+            let settled = operator == "$addToSet"
+                && array.is_some_and(|a| {
+                    a.since_growth as f64 >= cx.threshold(&META, op.namespace, "settled_after")
+                });
             // A rewritten array is only a problem once seen growing; any
             // array only once it is not a small bounded set.
+            if settled {
+                // Reported while it was still growing, perhaps: withdrawn.
+                cx.retract(&META, op.namespace, &path);
+                continue;
+            }
             if (rewrite && growth == 0)
                 || (lengths_known
                     && max_len as f64 <= cx.threshold(&META, op.namespace, "small_length"))
