@@ -4,10 +4,14 @@
 //! which [`AnalysisQueue`] implements: it never waits and never makes a
 //! system call, but pushes onto a bounded lock-free queue, and when a
 //! worker's queue is full the message is dropped and counted. Workers are
-//! plain threads that drain their queue and, when it is empty, sleep for a
-//! millisecond instead of being woken per message (waking a thread costs
-//! the forwarding side a system call; the analysis can afford to be a
-//! millisecond late). The queue is sharded by connection, so one
+//! plain threads that drain their queue and, when it is empty, poll it
+//! every millisecond instead of being woken per message (waking a thread
+//! costs the forwarding side a system call; the analysis can afford to be a
+//! millisecond late). After 50 ms without traffic a worker parks until the
+//! next event: the first message (or the 250 ms tick) after a pause wakes
+//! it — one system call per pause, none per message; a second after the
+//! last message ticks have nothing left to do and stop waking it — so an
+//! idle proxy sleeps. The queue is sharded by connection, so one
 //! connection's messages are analysed in the order the client sent them. A
 //! panic while analysing one message is caught and counted; it never
 //! reaches the forwarding path.
@@ -38,9 +42,12 @@ use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
 use engine::Engine;
 use knowledge::Knowledge;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{
+    fence, AtomicU8, AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
+};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 /// The analysis side's resources.
@@ -146,21 +153,84 @@ pub enum Event {
     Tick,
 }
 
-/// How long an idle worker sleeps before looking at its queue again; after
-/// a second without traffic it naps longer (the queue absorbs the burst
-/// that ends a nap).
+/// How long a worker with an empty queue sleeps before looking again while
+/// traffic flows; after `IDLE_POLLS_BEFORE_PARK` empty looks (50 ms) it
+/// parks until woken (at most `PARKED` — a backstop, not a schedule).
 const IDLE_POLL: Duration = Duration::from_millis(1);
-const IDLE_NAP: Duration = Duration::from_millis(10);
-const IDLE_POLLS_BEFORE_NAP: u32 = 1000;
+const IDLE_POLLS_BEFORE_PARK: u32 = 50;
+const PARKED: Duration = Duration::from_secs(1);
+const DEEP_PARKED: Duration = Duration::from_secs(60);
 
-/// One worker's queue. The worker holds one reference; when it is the last
-/// one, every [`AnalysisQueue`] is gone and the worker finishes.
-type Shard = Arc<ArrayQueue<Event>>;
+/// Ticks after the last message after which a parked worker has nothing
+/// left for ticks to do (invocations end 500 ms after their last message):
+/// it parks deeply and only a message or a close wakes it.
+const TICKS_BEFORE_DEEP_PARK: u32 = 4;
+
+/// A worker's state, as those who push see it.
+const AWAKE: u8 = 0;
+/// Parked: the next event wakes it.
+const PARKED_STATE: u8 = 1;
+/// Parked with nothing for ticks to do: ticks are not even queued.
+const DEEP: u8 = 2;
+
+/// One worker's queue, and how to wake it when it is parked.
+struct ShardQueue {
+    queue: ArrayQueue<Event>,
+    /// Set by the worker before it parks; whoever pushes next clears it
+    /// and unparks the worker.
+    state: AtomicU8,
+    thread: OnceLock<Thread>,
+}
+
+impl ShardQueue {
+    fn push(&self, event: Event) -> Result<(), Event> {
+        self.queue.push(event)?;
+        // The push, then the look at the state (the worker does the
+        // opposite: state, then a look at the queue), so one of the two
+        // sees the other. One fence and one load per message.
+        fence(SeqCst);
+        if self.state.load(SeqCst) != AWAKE && self.state.swap(AWAKE, SeqCst) != AWAKE {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+        Ok(())
+    }
+
+    /// A tick, unless the worker is parked with nothing for it to do.
+    fn tick(&self) {
+        if self.state.load(SeqCst) != DEEP {
+            let _ = self.push(Event::Tick);
+        }
+    }
+}
+
+/// The worker holds one reference to its shard; when it is the last one,
+/// every [`AnalysisQueue`] is gone and the worker finishes.
+type Shard = Arc<ShardQueue>;
+
+/// The shards, shared by every [`AnalysisQueue`] clone. When the last one
+/// goes, the workers are woken to see that nothing can come any more.
+struct Senders(Vec<Shard>);
+
+impl Drop for Senders {
+    fn drop(&mut self) {
+        let threads: Vec<Thread> = self
+            .0
+            .iter()
+            .filter_map(|s| s.thread.get().cloned())
+            .collect();
+        self.0.clear();
+        for t in threads {
+            t.unpark();
+        }
+    }
+}
 
 /// The sending side; cheap to clone, one per session.
 #[derive(Clone)]
 pub struct AnalysisQueue {
-    shards: Arc<[Shard]>,
+    shards: Arc<Senders>,
     stats: Arc<Stats>,
     /// Bytes of the messages waiting, across shards, and the most allowed:
     /// a flood of large documents is dropped, not buffered.
@@ -190,7 +260,7 @@ impl AnalysisQueue {
         if !settings.enabled {
             return (
                 AnalysisQueue {
-                    shards: Arc::from(Vec::new()),
+                    shards: Arc::new(Senders(Vec::new())),
                     stats,
                     queued_bytes: Arc::default(),
                     max_bytes: 0,
@@ -204,7 +274,11 @@ impl AnalysisQueue {
         let mut senders = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
-            let shard: Shard = Arc::new(ArrayQueue::new(per_shard));
+            let shard: Shard = Arc::new(ShardQueue {
+                queue: ArrayQueue::new(per_shard),
+                state: AtomicU8::new(AWAKE),
+                thread: OnceLock::new(),
+            });
             senders.push(shard.clone());
             let (stats, queued) = (stats.clone(), queued_bytes.clone());
             let engine = Engine::new(knowledge.clone(), settings.live);
@@ -217,7 +291,7 @@ impl AnalysisQueue {
         }
         (
             AnalysisQueue {
-                shards: Arc::from(senders),
+                shards: Arc::new(Senders(senders)),
                 stats,
                 queued_bytes,
                 max_bytes: settings
@@ -230,13 +304,14 @@ impl AnalysisQueue {
 
     /// Sends a tick to every worker.
     pub fn tick(&self) {
-        for shard in self.shards.iter() {
-            let _ = shard.push(Event::Tick);
+        for shard in self.shards.0.iter() {
+            shard.tick();
         }
     }
 
-    fn shard(&self, conn: u64) -> &ArrayQueue<Event> {
-        &self.shards[(conn % self.shards.len() as u64) as usize]
+    fn shard(&self, conn: u64) -> &ShardQueue {
+        let shards = &self.shards.0;
+        &shards[(conn % shards.len() as u64) as usize]
     }
 }
 
@@ -244,13 +319,13 @@ impl AnalysisQueue {
 impl Tap for AnalysisQueue {
     /// Whether analysis is on (a session skips the hand-off otherwise).
     fn enabled(&self) -> bool {
-        !self.shards.is_empty()
+        !self.shards.0.is_empty()
     }
 
     /// Hands a message to its connection's worker, or drops it if that
     /// worker is behind. Never blocks.
     fn message(&self, conn: u64, direction: Direction, at: Instant, frame: Bytes) {
-        if self.shards.is_empty() {
+        if self.shards.0.is_empty() {
             return;
         }
         let len = frame.len();
@@ -277,29 +352,47 @@ impl Tap for AnalysisQueue {
     /// The connection ended. (If the queue is full this is dropped too; the
     /// engine's state is capped either way.)
     fn closed(&self, conn: u64) {
-        if !self.shards.is_empty() {
+        if !self.shards.0.is_empty() {
             let _ = self.shard(conn).push(Event::Closed { conn });
         }
     }
 }
 
 fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut engine: Engine) {
+    let _ = shard.thread.set(std::thread::current());
     let mut idle_polls = 0u32;
+    let mut ticks_since_message = 0u32;
     loop {
-        let Some(event) = shard.pop() else {
+        let Some(event) = shard.queue.pop() else {
             // Once the count is 1 nothing can be pushed any more.
-            if Arc::strong_count(&shard) == 1 && shard.is_empty() {
+            if Arc::strong_count(&shard) == 1 && shard.queue.is_empty() {
                 break;
             }
             idle_polls = idle_polls.saturating_add(1);
-            std::thread::sleep(if idle_polls > IDLE_POLLS_BEFORE_NAP {
-                IDLE_NAP
-            } else {
-                IDLE_POLL
-            });
+            if idle_polls <= IDLE_POLLS_BEFORE_PARK {
+                std::thread::sleep(IDLE_POLL);
+                continue;
+            }
+            // Park: say so, then look once more (a push between the last
+            // look and the flag would otherwise wait for the backstop).
+            let deep = ticks_since_message >= TICKS_BEFORE_DEEP_PARK;
+            shard
+                .state
+                .store(if deep { DEEP } else { PARKED_STATE }, SeqCst);
+            fence(SeqCst);
+            if shard.queue.is_empty() && Arc::strong_count(&shard) > 1 {
+                std::thread::park_timeout(if deep { DEEP_PARKED } else { PARKED });
+            }
+            shard.state.store(AWAKE, SeqCst);
             continue;
         };
-        idle_polls = 0;
+        // Ticks keep an idle worker parked between them.
+        if matches!(event, Event::Tick) {
+            ticks_since_message = ticks_since_message.saturating_add(1);
+        } else {
+            idle_polls = 0;
+            ticks_since_message = 0;
+        }
         if let Event::Message { frame, .. } = &event {
             stats.analysis_processed.fetch_add(1, Relaxed);
             queued_bytes.fetch_sub(frame.len(), Relaxed);
