@@ -134,17 +134,20 @@ pub fn group(findings: &mut [Finding]) {
             _ => false,
         }
     }
-    let roots: Vec<(usize, String)> = findings
+    // Only findings of the root rules can explain another: compare the
+    // others with those few, not every pair of up to 10,000 findings.
+    let roots: Vec<Finding> = findings
         .iter()
-        .enumerate()
-        .map(|(i, f)| (i, f.key()))
+        .filter(|f| {
+            matches!(
+                f.rule.as_str(),
+                "WL503" | "WL101" | "WL502" | "WL401" | "WL403"
+            )
+        })
+        .cloned()
         .collect();
-    for i in 0..findings.len() {
-        let root = roots
-            .iter()
-            .find(|(j, _)| *j != i && explains(&findings[*j], &findings[i]))
-            .map(|(_, key)| key.clone());
-        findings[i].fix_first = root;
+    for f in findings.iter_mut() {
+        f.fix_first = roots.iter().find(|r| explains(r, f)).map(Finding::key);
     }
 }
 
