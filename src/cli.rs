@@ -47,7 +47,13 @@ with default options keep talking to wirelint (no directConnection needed)."
     )]
     Proxy(Box<ProxyArgs>),
 
-    /// Print a report written by `wirelint proxy --report FILE`.
+    /// Print a report written by `wirelint proxy --report FILE`, or merge several (`report merge`).
+    #[command(
+        args_conflicts_with_subcommands = true,
+        after_help = "Examples:\n  wirelint report wirelint-report.json --format markdown\n  \
+wirelint report wirelint-report.json --format sarif > wirelint.sarif\n  \
+wirelint report merge shard-1.json shard-2.json -o all.json && wirelint report all.json --fail-on warning"
+    )]
     Report(ReportArgs),
 
     /// Compare two reports pattern by pattern (round trips, latency, partitions, findings).
@@ -74,14 +80,41 @@ with default options keep talking to wirelint (no directConnection needed)."
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// A JSON report written by `wirelint proxy --report FILE`.
-    pub file: PathBuf,
+    #[command(subcommand)]
+    pub action: Option<ReportAction>,
+    /// A JSON report written by `wirelint proxy --report FILE` (or by `report merge`).
+    #[arg(required = true)]
+    pub file: Option<PathBuf>,
     /// Output format: the access-pattern table and findings as text or Markdown, SARIF 2.1.0 for code scanning, or the JSON itself.
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
     /// Exit with status 3 when a finding at or above this severity is in the report.
     #[arg(long, value_enum)]
     pub fail_on: Option<Level>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReportAction {
+    /// Combine reports from several runs (CI shards, a fleet of sidecars) into one.
+    #[command(
+        long_about = "Combine reports from several runs — the shards of a CI suite, or one wirelint per \
+application instance — into one report: counters, pattern counts and partitions add up, latency \
+histograms merge, findings are deduplicated with their occurrences added, their evidence combined \
+and first/last seen widened; verdicts and what-to-fix-first are worked out again. The rules are not \
+run again: a finding needs its evidence within one run. `report`, `diff`, SARIF and --fail-on work \
+on the result. docs/report-schema.md says which field merges how."
+    )]
+    Merge {
+        /// The reports to combine (two or more; a merged report can be merged again).
+        #[arg(required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        /// Where to write the merged report (JSON).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Exit with status 3 when a finding at or above this severity is in the merged report.
+        #[arg(long, value_enum)]
+        fail_on: Option<Level>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -255,8 +288,52 @@ fn emit(text: &str, status: i32) -> i32 {
     }
 }
 
+fn merge_command(files: &[PathBuf], output: &std::path::Path, fail_on: Option<Level>) -> i32 {
+    let mut reports = Vec::with_capacity(files.len());
+    for path in files {
+        match Report::load(path) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("wirelint: {e}");
+                return 2;
+            }
+        }
+    }
+    let Some(merged) = crate::report::merge::merge(&reports) else {
+        eprintln!("wirelint: report merge needs at least one report");
+        return 2;
+    };
+    if let Err(e) = merged.write(output) {
+        eprintln!("wirelint: cannot write {}: {e}", output.display());
+        return 1;
+    }
+    eprintln!(
+        "wirelint: merged {} runs into {}: {} patterns, {} findings",
+        merged.runs.len(),
+        output.display(),
+        merged.patterns.len(),
+        merged.findings.len()
+    );
+    match (fail_on, merged.worst()) {
+        (Some(level), Some(worst)) if worst >= level.severity() => 3,
+        _ => 0,
+    }
+}
+
 fn report_command(args: &ReportArgs) -> i32 {
-    let report = match Report::load(&args.file) {
+    if let Some(ReportAction::Merge {
+        files,
+        output,
+        fail_on,
+    }) = &args.action
+    {
+        return merge_command(files, output, *fail_on);
+    }
+    let Some(file) = &args.file else {
+        eprintln!("wirelint: give a report file, or `report merge A B -o OUT`");
+        return 2;
+    };
+    let report = match Report::load(file) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("wirelint: {e}");

@@ -10,13 +10,23 @@ use common::Backend;
 use std::path::PathBuf;
 use std::process::Command;
 
-async fn run(name: &str) -> wirelint::report::Report {
-    let dir: PathBuf = common::manifest_dir().join("fixtures/scenarios").join(name);
-    let config_path = dir.join("wirelint.toml");
-    let config = wirelint::config::FileConfig::load(&config_path).unwrap();
-    let expected = common::expected::load(&dir.join("expected.json"));
+fn python() -> Command {
+    Command::new(std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into()))
+}
 
-    let backend = Backend::start(Default::default());
+/// Runs `script URI args…` through a wirelint configured by the scenario's
+/// `wirelint.toml`, in front of `backend`; returns its report.
+async fn run_through_wirelint(
+    name: &str,
+    backend: &Backend,
+    script: &std::path::Path,
+    args: &[&str],
+) -> wirelint::report::Report {
+    let config_path = common::manifest_dir()
+        .join("fixtures/scenarios")
+        .join(name)
+        .join("wirelint.toml");
+    let config = wirelint::config::FileConfig::load(&config_path).unwrap();
     let mut settings = common::settings(&backend.uri());
     settings.analysis.rules = wirelint::config::rule_settings(&config, &config_path).unwrap();
     settings.analysis.partition_keys = config
@@ -24,15 +34,22 @@ async fn run(name: &str) -> wirelint::report::Report {
         .unwrap();
     config.limits.apply(&mut settings.analysis.caps);
     let proxy = common::proxy_with(settings).await;
-
-    let mut workload =
-        Command::new(std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into()));
+    let mut workload = python();
     workload
-        .arg(dir.join("workload.py"))
-        .arg(proxy.connection_string());
+        .arg(script)
+        .arg(proxy.connection_string())
+        .args(args);
     common::expected::run_workload(name, workload).await;
     let report = proxy.report();
     proxy.shutdown().await;
+    report
+}
+
+async fn run(name: &str) -> wirelint::report::Report {
+    let dir: PathBuf = common::manifest_dir().join("fixtures/scenarios").join(name);
+    let expected = common::expected::load(&dir.join("expected.json"));
+    let backend = Backend::start(Default::default());
+    let report = run_through_wirelint(name, &backend, &dir.join("workload.py"), &[]).await;
 
     // The seed's ✅/⚠ column, when the scenario states it.
     let verdicts = dir.join("verdicts.json");
@@ -118,6 +135,133 @@ async fn seed004_blog_v1_v2_v3_diff() {
     );
     let c1 = line(&a, "C1");
     assert!(c1.contains("✅→✅"), "{a}");
+}
+
+/// Two instances of the V1 application share one database, each behind its
+/// own wirelint (a fleet of sidecars, or two CI shards): the first writes
+/// the data and serves calls 0–2, the second serves calls 3–4. `wirelint
+/// report merge` of their two reports gives what one wirelint in front of
+/// the whole workload gives: the same patterns with the same ✅/⚠, their
+/// counts added up, the same findings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed004_v1_halves_merge_into_the_whole() {
+    let name = "seed004-blog-v1";
+    let whole = run(name).await;
+
+    let script = common::manifest_dir().join("fixtures/blog/blogging.py");
+    let backend = Backend::start(Default::default());
+    let first = run_through_wirelint(name, &backend, &script, &["1", "0:3"]).await;
+    let second = run_through_wirelint(name, &backend, &script, &["1", "3:5", "no-setup"]).await;
+    assert!(
+        second.findings.len() < whole.findings.len(),
+        "the second half alone must miss findings, else this test shows nothing"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, all) = (
+        dir.path().join("a.json"),
+        dir.path().join("b.json"),
+        dir.path().join("all.json"),
+    );
+    first.write(&a).unwrap();
+    second.write(&b).unwrap();
+    let bin = env!("CARGO_BIN_EXE_wirelint");
+    let out = Command::new(bin)
+        .args(["report", "merge"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&all)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged = wirelint::report::Report::load(&all).unwrap();
+    assert_eq!(merged.runs.len(), 2);
+
+    let table = || {
+        format!(
+            "whole:\n{}\nmerged:\n{}",
+            wirelint::report::table::text(&whole),
+            wirelint::report::table::text(&merged)
+        )
+    };
+    let names = |r: &wirelint::report::Report| -> Vec<String> {
+        r.patterns.iter().map(|p| p.name.clone()).collect()
+    };
+    assert_eq!(names(&merged), names(&whole), "{}", table());
+    for w in &whole.patterns {
+        let m = merged.patterns.iter().find(|p| p.name == w.name).unwrap();
+        assert_eq!(
+            (
+                &m.verdict,
+                m.invocations,
+                m.round_trips,
+                m.docs_returned,
+                &m.partitions
+            ),
+            (
+                &w.verdict,
+                w.invocations,
+                w.round_trips,
+                w.docs_returned,
+                &w.partitions
+            ),
+            "{}: {}",
+            w.name,
+            table()
+        );
+        let histogram_total: u64 = m.latency_histogram.iter().map(|[_, n]| n).sum();
+        assert_eq!(histogram_total, w.invocations, "{}", w.name);
+    }
+    let findings = |r: &wirelint::report::Report| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = r
+            .findings
+            .iter()
+            .map(|f| (f.key(), f.severity.as_str().to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(findings(&merged), findings(&whole), "{}", table());
+    assert_eq!(merged.counters.operations, whole.counters.operations);
+    for command in ["find", "insert", "update", "aggregate"] {
+        assert_eq!(
+            merged.counters.commands.get(command),
+            whole.counters.commands.get(command),
+            "{command}"
+        );
+    }
+
+    // The merged report renders, converts to SARIF and fails a build like
+    // a single run's.
+    for (format, status) in [("text", 0), ("sarif", 0)] {
+        let out = Command::new(bin)
+            .args(["report", "--format", format])
+            .arg(&all)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(status), "{format}");
+    }
+    let out = Command::new(bin)
+        .args(["report", "--fail-on", "warning"])
+        .arg(&all)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let sarif = Command::new(bin)
+        .args(["report", "--format", "sarif"])
+        .arg(&all)
+        .output()
+        .unwrap();
+    let sarif: serde_json::Value = serde_json::from_slice(&sarif.stdout).unwrap();
+    assert_eq!(
+        sarif["runs"][0]["results"].as_array().unwrap().len(),
+        whole.findings.len()
+    );
 }
 
 macro_rules! scenarios {

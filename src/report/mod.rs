@@ -8,6 +8,7 @@
 
 pub mod diff;
 pub mod live;
+pub mod merge;
 pub mod sarif;
 pub mod table;
 
@@ -36,6 +37,19 @@ pub struct Report {
     /// Partition keys known at the time, by namespace, with their source.
     #[serde(default)]
     pub partition_keys: BTreeMap<String, crate::analysis::partition::PartitionKey>,
+    /// The runs combined by `wirelint report merge`, one per proxy (empty
+    /// for a report written by one proxy).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<Run>,
+}
+
+/// One proxy's run inside a merged report.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    pub started_at: String,
+    pub generated_at: String,
+    pub upstream: String,
+    pub wirelint_version: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -93,6 +107,11 @@ pub struct PatternReport {
     pub round_trips_per_invocation: f64,
     /// Per invocation, microseconds, measured at the proxy.
     pub latency_us: Latency,
+    /// The same latencies as `[value_us, count]` buckets (two significant
+    /// digits), so that reports can be merged exactly. Absent in reports
+    /// written before `report merge` existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_histogram: Vec<[u64; 2]>,
     pub docs_returned: u64,
     pub bytes_returned: u64,
     pub errors: BTreeMap<String, u64>,
@@ -151,6 +170,50 @@ pub fn group(findings: &mut [Finding]) {
     }
 }
 
+/// Sets each pattern's `findings` (the keys of the findings listing it)
+/// and its verdict: ⚠ when one of them is a warning or an error.
+fn link(patterns: &mut [PatternReport], findings: &[Finding]) {
+    for p in patterns {
+        let linked: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.patterns.contains(&p.name))
+            .collect();
+        let warn = linked.iter().any(|f| f.severity >= Severity::Warning);
+        p.findings = linked.iter().map(|f| f.key()).collect();
+        p.verdict = if warn { "warn" } else { "ok" }.to_string();
+    }
+}
+
+/// Named patterns first, in name order (C1, Q1, Q2…), then by traffic.
+fn sort_patterns(patterns: &mut [PatternReport]) {
+    patterns.sort_by(|a, b| {
+        let named = |p: &PatternReport| p.named_by != NamedBy::Comment;
+        named(a).cmp(&named(b)).then_with(|| match a.named_by {
+            NamedBy::Comment => natural(&a.name).cmp(&natural(&b.name)),
+            NamedBy::Shape => b.round_trips.cmp(&a.round_trips).then(a.name.cmp(&b.name)),
+        })
+    });
+}
+
+/// Round trips per invocation, to two decimals.
+fn per_invocation(round_trips: u64, invocations: u64) -> f64 {
+    if invocations == 0 {
+        return 0.0;
+    }
+    (round_trips as f64 / invocations as f64 * 100.0).round() / 100.0
+}
+
+impl Latency {
+    fn of(h: &hdrhistogram::Histogram<u64>) -> Latency {
+        Latency {
+            p50: h.value_at_quantile(0.5),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+        }
+    }
+}
+
 fn timestamp(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
@@ -178,54 +241,39 @@ impl Report {
             .patterns
             .iter()
             .filter(|(_, p)| p.invocations > 0 || p.round_trips > 0)
-            .map(|(_, p)| {
-                let shape_ids: Vec<String> = p.shapes.iter().map(id).collect();
-                let linked: Vec<&Finding> = findings
+            .map(|(_, p)| PatternReport {
+                name: p.name.clone(),
+                named_by: p.named_by,
+                namespaces: p.namespaces.clone(),
+                shapes: p.shapes.iter().map(id).collect(),
+                sequence: p.sequence.iter().map(id).collect(),
+                invocations: p.invocations,
+                round_trips: p.round_trips,
+                round_trips_per_invocation: per_invocation(p.round_trips, p.invocations),
+                latency_us: Latency::of(&p.latency),
+                latency_histogram: p
+                    .latency
+                    .iter_recorded()
+                    .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                    .collect(),
+                docs_returned: p.docs_returned,
+                bytes_returned: p.bytes_returned,
+                errors: p
+                    .errors
                     .iter()
-                    .filter(|f| f.patterns.contains(&p.name))
-                    .collect();
-                let warn = linked.iter().any(|f| f.severity >= Severity::Warning);
-                PatternReport {
-                    name: p.name.clone(),
-                    named_by: p.named_by,
-                    namespaces: p.namespaces.clone(),
-                    shapes: shape_ids,
-                    sequence: p.sequence.iter().map(id).collect(),
-                    invocations: p.invocations,
-                    round_trips: p.round_trips,
-                    round_trips_per_invocation: (p.round_trips_per_invocation() * 100.0).round()
-                        / 100.0,
-                    latency_us: Latency {
-                        p50: p.latency.value_at_quantile(0.5),
-                        p95: p.latency.value_at_quantile(0.95),
-                        p99: p.latency.value_at_quantile(0.99),
-                        max: p.latency.max(),
-                    },
-                    docs_returned: p.docs_returned,
-                    bytes_returned: p.bytes_returned,
-                    errors: p
-                        .errors
-                        .iter()
-                        .map(|(c, n)| match *c {
-                            crate::analysis::patterns::OTHER_ERROR => ("other".to_string(), *n),
-                            c => (c.to_string(), *n),
-                        })
-                        .collect(),
-                    partitions: p.partitions.clone(),
-                    findings: linked.iter().map(|f| f.key()).collect(),
-                    verdict: if warn { "warn" } else { "ok" }.to_string(),
-                    last_trace_id: p.last_trace_id.map(|t| t.to_string()),
-                }
+                    .map(|(c, n)| match *c {
+                        crate::analysis::patterns::OTHER_ERROR => ("other".to_string(), *n),
+                        c => (c.to_string(), *n),
+                    })
+                    .collect(),
+                partitions: p.partitions.clone(),
+                findings: Vec::new(),
+                verdict: String::new(),
+                last_trace_id: p.last_trace_id.map(|t| t.to_string()),
             })
             .collect();
-        // Named patterns first, in name order (C1, Q1, Q2…), then by traffic.
-        patterns.sort_by(|a, b| {
-            let named = |p: &PatternReport| p.named_by != NamedBy::Comment;
-            named(a).cmp(&named(b)).then_with(|| match a.named_by {
-                NamedBy::Comment => natural(&a.name).cmp(&natural(&b.name)),
-                NamedBy::Shape => b.round_trips.cmp(&a.round_trips).then(a.name.cmp(&b.name)),
-            })
-        });
+        link(&mut patterns, &findings);
+        sort_patterns(&mut patterns);
         Report {
             schema: SCHEMA.to_string(),
             wirelint_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -256,6 +304,7 @@ impl Report {
             shapes,
             findings,
             partition_keys: knowledge.partition_keys.all().clone(),
+            runs: Vec::new(),
         }
     }
 

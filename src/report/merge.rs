@@ -1,0 +1,425 @@
+//! `wirelint report merge A B … -o ALL`: one report from several runs — the
+//! shards of a CI suite, or the sidecars of a fleet, each of which saw part
+//! of the traffic. What merges how is in `docs/report-schema.md`:
+//! - counters, pattern and shape counts, errors and partitions add up;
+//! - latency histograms merge (percentiles are read from the merged
+//!   histogram; older reports have none, and then each
+//!   percentile is the largest of the runs', an upper bound);
+//! - findings are deduplicated by key: occurrences add, the severity is
+//!   the highest seen, first/last seen widen, the patterns where it was
+//!   seen are united, and its evidence is combined (numbers: the largest,
+//!   as evidence records a worst case; lists: united; the rest from the
+//!   worst, latest sighting); `evidence.runs` says in how many runs it was
+//!   found;
+//! - verdicts and `fix_first` are worked out again over the merged
+//!   findings, as for one run.
+//!
+//! A merge does not run the rules again: a finding that needs evidence no
+//! single run had (an N+1 whose lists were split across two shards) is not
+//! raised by merging.
+
+use super::{group, link, per_invocation, sort_patterns, Latency, PatternReport, Report, Run};
+use crate::rules::Finding;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Lists in evidence keep at most this many entries when united.
+const MAX_EVIDENCE_LIST: usize = 16;
+/// A finding lists at most this many patterns (as in one run).
+const MAX_PATTERNS: usize = 16;
+
+/// Merges reports into one. `None` for an empty list.
+pub fn merge(reports: &[Report]) -> Option<Report> {
+    let first = reports.first()?;
+    let mut runs: Vec<Run> = Vec::new();
+    for r in reports {
+        if r.runs.is_empty() {
+            runs.push(Run {
+                started_at: r.started_at.clone(),
+                generated_at: r.generated_at.clone(),
+                upstream: r.upstream.clone(),
+                wirelint_version: r.wirelint_version.clone(),
+            });
+        } else {
+            runs.extend(r.runs.iter().cloned());
+        }
+    }
+    let mut upstreams: Vec<&str> = runs.iter().map(|r| r.upstream.as_str()).collect();
+    upstreams.sort_unstable();
+    upstreams.dedup();
+
+    let mut findings: BTreeMap<String, (Finding, u64)> = BTreeMap::new();
+    for r in reports {
+        let weight = if r.runs.is_empty() { 1 } else { 0 };
+        for f in &r.findings {
+            let runs_of = |f: &Finding| {
+                f.evidence
+                    .get("runs")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(weight.max(1))
+            };
+            match findings.get_mut(&f.key()) {
+                None => {
+                    let n = runs_of(f);
+                    findings.insert(f.key(), (f.clone(), n));
+                }
+                Some((kept, n)) => {
+                    *n += runs_of(f);
+                    merge_finding(kept, f);
+                }
+            }
+        }
+    }
+    let mut findings: Vec<Finding> = findings
+        .into_values()
+        .map(|(mut f, n)| {
+            f.fix_first = None;
+            if n > 1 || f.evidence.contains_key("runs") {
+                f.evidence.insert("runs".into(), Value::from(n));
+            }
+            f
+        })
+        .collect();
+    group(&mut findings);
+
+    let mut patterns: Vec<PatternReport> = Vec::new();
+    for r in reports {
+        for p in &r.patterns {
+            match patterns.iter_mut().find(|q| q.name == p.name) {
+                None => patterns.push(p.clone()),
+                Some(q) => merge_pattern(q, p),
+            }
+        }
+    }
+    link(&mut patterns, &findings);
+    sort_patterns(&mut patterns);
+
+    let mut shapes: Vec<super::ShapeReport> = Vec::new();
+    for r in reports {
+        for s in &r.shapes {
+            match shapes.iter_mut().find(|t| t.id == s.id) {
+                None => shapes.push(s.clone()),
+                Some(t) => t.count += s.count,
+            }
+        }
+    }
+    shapes.sort_by(|a, b| b.count.cmp(&a.count).then(a.text.cmp(&b.text)));
+
+    let mut counters = first.counters.clone();
+    for r in &reports[1..] {
+        add_counters(&mut counters, &r.counters);
+    }
+    // A key from a config file wins over one learnt from traffic; among
+    // equals, the later run's.
+    let mut partition_keys: BTreeMap<String, crate::analysis::partition::PartitionKey> =
+        BTreeMap::new();
+    for r in reports {
+        for (ns, key) in &r.partition_keys {
+            let config = crate::analysis::partition::KeySource::Config;
+            let kept_from_config = partition_keys.get(ns).is_some_and(|k| k.source == config);
+            if key.source == config || !kept_from_config {
+                partition_keys.insert(ns.clone(), key.clone());
+            }
+        }
+    }
+
+    Some(Report {
+        schema: super::SCHEMA.to_string(),
+        wirelint_version: env!("CARGO_PKG_VERSION").to_string(),
+        generated_at: runs
+            .iter()
+            .map(|r| r.generated_at.clone())
+            .max()
+            .unwrap_or_default(),
+        started_at: runs
+            .iter()
+            .map(|r| r.started_at.clone())
+            .min()
+            .unwrap_or_default(),
+        upstream: upstreams.join(", "),
+        counters,
+        patterns,
+        shapes,
+        findings,
+        partition_keys,
+        runs,
+    })
+}
+
+fn add_map(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, n) in from {
+        *into.entry(k.clone()).or_default() += n;
+    }
+}
+
+fn add_counters(into: &mut super::Counters, from: &super::Counters) {
+    into.connections += from.connections;
+    into.requests += from.requests;
+    into.replies += from.replies;
+    into.operations += from.operations;
+    into.analysis_dropped += from.analysis_dropped;
+    into.forgotten_requests += from.forgotten_requests;
+    into.decode_errors += from.decode_errors;
+    into.findings_dropped += from.findings_dropped;
+    into.rejected_operations += from.rejected_operations;
+    into.analysis_panics += from.analysis_panics;
+    add_map(&mut into.commands, &from.commands);
+    add_map(&mut into.skipped, &from.skipped);
+    add_map(&mut into.rule_panics, &from.rule_panics);
+    // Memory tables are per process: entries, bytes and evictions add up
+    // (the fleet's total), the limit is the largest one process had.
+    for t in &from.tables {
+        match into.tables.iter_mut().find(|u| u.table == t.table) {
+            None => into.tables.push(t.clone()),
+            Some(u) => {
+                u.entries += t.entries;
+                u.bytes += t.bytes;
+                u.evicted += t.evicted;
+                u.max_bytes = u.max_bytes.max(t.max_bytes);
+            }
+        }
+    }
+}
+
+fn union<T: PartialEq + Clone>(into: &mut Vec<T>, from: &[T], cap: usize) {
+    for x in from {
+        if into.len() >= cap {
+            break;
+        }
+        if !into.contains(x) {
+            into.push(x.clone());
+        }
+    }
+}
+
+fn merge_pattern(into: &mut PatternReport, from: &PatternReport) {
+    union(&mut into.namespaces, &from.namespaces, usize::MAX);
+    union(&mut into.shapes, &from.shapes, usize::MAX);
+    if into.sequence.is_empty() {
+        into.sequence = from.sequence.clone();
+    }
+    let both_measured = (into.invocations == 0 || !into.latency_histogram.is_empty())
+        && (from.invocations == 0 || !from.latency_histogram.is_empty());
+    if both_measured {
+        let mut h = histogram(&into.latency_histogram);
+        for [value, count] in &from.latency_histogram {
+            let _ = h.record_n(*value, *count);
+        }
+        into.latency_us = Latency::of(&h);
+        into.latency_histogram = h
+            .iter_recorded()
+            .map(|v| [v.value_iterated_to(), v.count_at_value()])
+            .collect();
+    } else {
+        // A report without buckets: the largest of each, an upper bound.
+        let (a, b) = (&mut into.latency_us, &from.latency_us);
+        a.p50 = a.p50.max(b.p50);
+        a.p95 = a.p95.max(b.p95);
+        a.p99 = a.p99.max(b.p99);
+        a.max = a.max.max(b.max);
+        into.latency_histogram.clear();
+    }
+    into.invocations += from.invocations;
+    into.round_trips += from.round_trips;
+    into.round_trips_per_invocation = per_invocation(into.round_trips, into.invocations);
+    into.docs_returned += from.docs_returned;
+    into.bytes_returned += from.bytes_returned;
+    add_map(&mut into.errors, &from.errors);
+    let (p, q) = (&mut into.partitions, &from.partitions);
+    p.single_shard += q.single_shard;
+    p.multi_shard += q.multi_shard;
+    p.scatter_gather += q.scatter_gather;
+    p.unknown += q.unknown;
+    if from.last_trace_id.is_some() {
+        into.last_trace_id = from.last_trace_id.clone();
+    }
+}
+
+fn histogram(buckets: &[[u64; 2]]) -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid histogram bounds");
+    for [value, count] in buckets {
+        let _ = h.record_n(*value, *count);
+    }
+    h
+}
+
+/// Combines a sighting of the same finding (same key) from another run.
+fn merge_finding(kept: &mut Finding, other: &Finding) {
+    // The base (message, advice, pattern, shape, non-numeric evidence) is
+    // the worst sighting, the latest among equals.
+    let other_is_base = (other.severity, &other.last_seen) > (kept.severity, &kept.last_seen);
+    let (mut base, extra) = if other_is_base {
+        (other.clone(), &*kept)
+    } else {
+        (kept.clone(), other)
+    };
+    for (k, v) in &extra.evidence {
+        if k == "runs" {
+            continue;
+        }
+        match (base.evidence.get_mut(k), v) {
+            (None, v) => {
+                base.evidence.insert(k.clone(), v.clone());
+            }
+            (Some(Value::Number(a)), Value::Number(b)) if b.as_f64() > a.as_f64() => {
+                *a = b.clone();
+            }
+            (Some(Value::Array(a)), Value::Array(b)) => union(a, b, MAX_EVIDENCE_LIST),
+            _ => {}
+        }
+    }
+    base.occurrences = kept.occurrences + other.occurrences;
+    base.first_seen = kept.first_seen.clone().min(other.first_seen.clone());
+    base.last_seen = kept.last_seen.clone().max(other.last_seen.clone());
+    let mut patterns = base.patterns.clone();
+    union(&mut patterns, &extra.patterns, MAX_PATTERNS);
+    base.patterns = patterns;
+    *kept = base;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::patterns::{NamedBy, Partitions};
+    use crate::rules::Severity;
+
+    fn report(patterns: Vec<PatternReport>, findings: Vec<Finding>) -> Report {
+        Report {
+            schema: crate::report::SCHEMA.into(),
+            wirelint_version: "0".into(),
+            generated_at: "2026-01-01T00:00:10Z".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            upstream: "mongodb://db:27017/".into(),
+            counters: Default::default(),
+            patterns,
+            shapes: Vec::new(),
+            findings,
+            partition_keys: Default::default(),
+            runs: Vec::new(),
+        }
+    }
+
+    fn pattern(name: &str, invocations: u64, latencies: &[u64]) -> PatternReport {
+        let mut h = histogram(&[]);
+        for l in latencies {
+            h.record(*l).unwrap();
+        }
+        PatternReport {
+            name: name.into(),
+            named_by: NamedBy::Comment,
+            namespaces: vec!["db.c".into()],
+            shapes: vec!["a".into()],
+            sequence: vec!["a".into()],
+            invocations,
+            round_trips: invocations * 2,
+            round_trips_per_invocation: 2.0,
+            latency_us: Latency::of(&h),
+            latency_histogram: h
+                .iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                .collect(),
+            docs_returned: invocations,
+            bytes_returned: 100 * invocations,
+            errors: Default::default(),
+            partitions: Partitions {
+                single_shard: invocations,
+                ..Default::default()
+            },
+            findings: Vec::new(),
+            verdict: "ok".into(),
+            last_trace_id: None,
+        }
+    }
+
+    fn finding(severity: Severity, occurrences: u64, seen: &str, n: u64, pattern: &str) -> Finding {
+        Finding {
+            rule: "WL102".into(),
+            name: "large-array".into(),
+            severity,
+            namespace: "db.c".into(),
+            subject: "tags".into(),
+            pattern: Some(pattern.into()),
+            shape: None,
+            patterns: vec![pattern.into()],
+            message: format!("seen {n}"),
+            evidence: [("max_length".to_string(), Value::from(n))].into(),
+            advice: String::new(),
+            source: String::new(),
+            docs: String::new(),
+            occurrences,
+            first_seen: seen.into(),
+            last_seen: seen.into(),
+            fix_first: None,
+        }
+    }
+
+    #[test]
+    fn counts_add_and_latency_merges_exactly() {
+        let a = report(vec![pattern("Q1", 3, &[100, 200, 300])], vec![]);
+        let b = report(vec![pattern("Q1", 2, &[400, 50_000])], vec![]);
+        let whole = pattern("Q1", 5, &[100, 200, 300, 400, 50_000]);
+        let m = merge(&[a, b]).unwrap();
+        let q = &m.patterns[0];
+        assert_eq!(q.invocations, 5);
+        assert_eq!(q.round_trips, 10);
+        assert_eq!(q.partitions.single_shard, 5);
+        assert_eq!(q.latency_us, whole.latency_us);
+        assert_eq!(q.latency_histogram, whole.latency_histogram);
+        assert_eq!(m.runs.len(), 2);
+        assert_eq!(m.upstream, "mongodb://db:27017/");
+    }
+
+    #[test]
+    fn findings_deduplicate_with_evidence_combined() {
+        let a = report(
+            vec![pattern("Q1", 1, &[10])],
+            vec![finding(
+                Severity::Info,
+                2,
+                "2026-01-01T00:00:05Z",
+                400,
+                "Q1",
+            )],
+        );
+        let b = report(
+            vec![pattern("Q2", 1, &[10])],
+            vec![finding(
+                Severity::Warning,
+                3,
+                "2026-01-01T00:00:01Z",
+                90,
+                "Q2",
+            )],
+        );
+        let m = merge(&[a.clone(), b]).unwrap();
+        assert_eq!(m.findings.len(), 1);
+        let f = &m.findings[0];
+        assert_eq!(f.occurrences, 5);
+        assert_eq!(f.severity, Severity::Warning);
+        assert_eq!(f.message, "seen 90", "the worst sighting is the base");
+        assert_eq!(f.evidence["max_length"], Value::from(400));
+        assert_eq!(f.evidence["runs"], Value::from(2));
+        assert_eq!(f.first_seen, "2026-01-01T00:00:01Z");
+        assert_eq!(f.last_seen, "2026-01-01T00:00:05Z");
+        assert_eq!(f.patterns, vec!["Q2".to_string(), "Q1".to_string()]);
+        // The warning now marks both patterns ⚠.
+        assert!(m.patterns.iter().all(|p| p.verdict == "warn"));
+        // Merging a merged report with another run counts runs, not reports.
+        let again = merge(&[m, a]).unwrap();
+        assert_eq!(again.findings[0].evidence["runs"], Value::from(3));
+        assert_eq!(again.runs.len(), 3);
+    }
+
+    #[test]
+    fn reports_without_histograms_give_an_upper_bound() {
+        let mut a = pattern("Q1", 1, &[100]);
+        a.latency_histogram.clear();
+        let b = pattern("Q1", 1, &[900]);
+        let slower = b.latency_us.p50;
+        assert!(slower > a.latency_us.p50);
+        let m = merge(&[report(vec![a], vec![]), report(vec![b], vec![])]).unwrap();
+        assert_eq!(m.patterns[0].latency_us.p50, slower);
+        assert!(m.patterns[0].latency_histogram.is_empty());
+    }
+}
