@@ -2,7 +2,10 @@
 # Runs every test. Installs what the tests need first (each step is skipped
 # when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo and
 # MongoEngine (PyPI), the Node driver, Mongoose and mongosh (npm, into
-# tests/drivers/node), cargo-deny (crates.io). The Go driver and Spring Data
+# tests/drivers/node), maturin (PyPI: scripts/wheel.sh, which
+# tests/python_plugin.rs runs, installs it; that test also installs pytest
+# and pymongo from PyPI into a fresh virtual environment), cargo-deny
+# (crates.io). The Go driver and Spring Data
 # MongoDB applications of fixtures/realworld fetch their modules themselves
 # on first run (`go run`: the Go module proxy, pinned by go.sum; `mvn`:
 # Maven Central, pinned in each pom.xml).

@@ -1,0 +1,203 @@
+"""Run wirelint, the MongoDB wire-protocol proxy that flags data-modelling
+mistakes, from Python.
+
+The package carries the ``wirelint`` binary (``wirelint --help``) and a
+pytest plugin (:mod:`wirelint.pytest_plugin`). :class:`Proxy` starts the
+binary in front of a database and hands back the URI to use instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+from urllib.parse import parse_qsl, urlencode
+
+__all__ = ["Proxy", "binary", "client_uri", "worst", "SEVERITIES"]
+
+#: Severities in increasing order, as reports and ``--fail-on`` spell them.
+SEVERITIES = ("info", "warning", "error")
+
+# Options that describe how to reach the database, not how to talk to
+# wirelint: the client connects to wirelint over plain TCP, and wirelint
+# presents itself as a router (so no replica-set name, no direct connection).
+_UPSTREAM_ONLY = {
+    "replicaset",
+    "directconnection",
+    "loadbalanced",
+    "srvservicename",
+    "srvmaxhosts",
+    "tls",
+    "ssl",
+    "tlscafile",
+    "tlscertificatekeyfile",
+    "tlscertificatekeyfilepassword",
+    "tlsallowinvalidcertificates",
+    "tlsallowinvalidhostnames",
+    "tlsinsecure",
+    "tlsdisableocspendpointcheck",
+}
+
+_LISTENING = re.compile(r"connect your application to mongodb://([^/\s]+)/")
+
+
+def binary() -> str:
+    """The wirelint executable: ``$WIRELINT_BINARY``, else the one this
+    package installed next to the Python interpreter, else ``wirelint`` on
+    ``PATH``."""
+    explicit = os.environ.get("WIRELINT_BINARY")
+    if explicit:
+        return explicit
+    name = "wirelint.exe" if os.name == "nt" else "wirelint"
+    installed = Path(sysconfig.get_path("scripts")) / name
+    if installed.exists():
+        return str(installed)
+    found = shutil.which("wirelint")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "the wirelint binary is not installed: `pip install wirelint` (the wheel carries it), "
+        "or set WIRELINT_BINARY to its path"
+    )
+
+
+def client_uri(upstream: str, address: str) -> str:
+    """The connection string a client should use to reach ``upstream``
+    through wirelint listening at ``address`` (``host:port``): the same
+    credentials, database and options, with the host replaced and the
+    options that only concern the way to the database (TLS, replica-set
+    name, SRV) left out."""
+    match = re.match(r"^(mongodb(?:\+srv)?)://([^/?]*)(/[^?]*)?(?:\?(.*))?$", upstream)
+    if not match:
+        raise ValueError("the upstream is not a mongodb:// or mongodb+srv:// connection string")
+    _, authority, path, query = match.groups()
+    userinfo = authority.rpartition("@")[0]
+    userinfo = userinfo + "@" if userinfo else ""
+    options = [(k, v) for k, v in parse_qsl(query or "", keep_blank_values=True) if k.lower() not in _UPSTREAM_ONLY]
+    tail = "?" + urlencode(options, safe=":,") if options else ""
+    return f"mongodb://{userinfo}{address}{path or '/'}{tail}"
+
+
+class Proxy:
+    """One wirelint process in front of ``upstream``.
+
+    >>> proxy = Proxy("mongodb://127.0.0.1:27017/")
+    >>> proxy.start()            # returns the URI to connect to instead
+    >>> ...
+    >>> report = proxy.stop()    # the JSON report, as a dict
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        report: Optional[os.PathLike] = None,
+        config: Optional[os.PathLike] = None,
+        args: Sequence[str] = (),
+        startup_timeout: float = 30.0,
+    ):
+        self.upstream = upstream
+        self._dir = tempfile.mkdtemp(prefix="wirelint-")
+        self.report_path = Path(report) if report else Path(self._dir) / "report.json"
+        self.log_path = Path(self._dir) / "wirelint.log"
+        self.config = config
+        self.args = list(args)
+        self.startup_timeout = startup_timeout
+        self.process: Optional[subprocess.Popen] = None
+        self.address: Optional[str] = None
+        self.uri: Optional[str] = None
+        self.returncode: Optional[int] = None
+
+    def start(self) -> str:
+        """Starts wirelint and waits until it listens; returns the URI to use."""
+        command = [
+            binary(),
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            self.upstream,
+            "--report",
+            str(self.report_path),
+            "--report-interval",
+            "5s",
+        ]
+        if self.config:
+            command += ["--config", str(self.config)]
+        command += self.args
+        self.report_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "wirelint=info,warn")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            found = _LISTENING.search(self.log())
+            if found:
+                self.address = found.group(1)
+                self.uri = client_uri(self.upstream, self.address)
+                return self.uri
+            if self.process.poll() is not None:
+                raise RuntimeError(f"wirelint exited with status {self.process.returncode}:\n{self.log()}")
+            time.sleep(0.02)
+        self.process.kill()
+        raise RuntimeError(f"wirelint did not start listening within {self.startup_timeout:.0f} s:\n{self.log()}")
+
+    def log(self) -> str:
+        """What wirelint wrote on stderr so far (live findings, warnings)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> dict:
+        """Stops wirelint gracefully (it writes its final report) and returns
+        the report."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process:
+            self.returncode = self.process.returncode
+        return self.report()
+
+    def report(self) -> dict:
+        """The latest JSON report wirelint wrote."""
+        with open(self.report_path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def render(self, fmt: str = "text") -> str:
+        """The report rendered by ``wirelint report --format FMT``
+        (``text``, ``markdown``, ``sarif`` or ``json``)."""
+        out = subprocess.run(
+            [binary(), "report", "--format", fmt, str(self.report_path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"wirelint report failed: {out.stderr.strip()}")
+        return out.stdout
+
+    def __enter__(self) -> "Proxy":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def worst(report: dict) -> Optional[str]:
+    """The highest severity among a report's findings, or None."""
+    found = [f.get("severity") for f in report.get("findings", []) if f.get("severity") in SEVERITIES]
+    return max(found, key=SEVERITIES.index) if found else None

@@ -1,0 +1,188 @@
+"""pytest plugin: run the test session through wirelint.
+
+One line in the suite's configuration turns it on, e.g. in ``pytest.ini``::
+
+    [pytest]
+    addopts = --wirelint-upstream=mongodb://127.0.0.1:27017/ --wirelint-fail-on=warning
+
+Then either
+
+* ask for the ``wirelint_uri`` fixture (session scope) and connect with it
+  instead of the database's URI, or
+* name the environment variable the suite already reads its URI from
+  (``--wirelint-env=MONGODB_URI``): wirelint starts before the tests are
+  collected and the variable is pointed at it, so no test changes at all
+  (with ``--wirelint-env`` alone, the variable's value is the upstream).
+
+Without an upstream, ``wirelint_uri`` starts a MongoDB container with
+testcontainers (``pip install testcontainers``) where a Docker engine runs.
+
+At the end of the session the findings are printed in the terminal summary,
+the JSON report and SARIF are written where asked, and the session fails
+when a finding reaches ``--wirelint-fail-on``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import pytest
+
+from . import SEVERITIES, Proxy, worst
+
+_KEY = pytest.StashKey["_State"]()
+
+
+class _State:
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.proxy: Optional[Proxy] = None
+        self.container = None
+        self.report: Optional[dict] = None
+        self.failed_on: Optional[str] = None
+        self.error: Optional[str] = None
+
+    def option(self, name: str) -> Optional[str]:
+        value = self.config.getoption("wirelint_" + name)
+        if value in (None, ""):
+            value = self.config.getini("wirelint_" + name) or None
+        return value
+
+    def upstream(self) -> Optional[str]:
+        explicit = self.option("upstream") or os.environ.get("WIRELINT_UPSTREAM")
+        if explicit:
+            return explicit
+        var = self.option("env")
+        return os.environ.get(var) if var else None
+
+    def start(self) -> str:
+        if self.proxy:
+            return self.proxy.uri
+        upstream = self.upstream()
+        if not upstream:
+            upstream = self._container()
+        args = []
+        if self.config.getoption("wirelint_show_values"):
+            args.append("--show-values")
+        self.proxy = Proxy(upstream, report=self.option("report"), config=self.option("config"), args=args)
+        return self.proxy.start()
+
+    def _container(self) -> str:
+        try:
+            from testcontainers.mongodb import MongoDbContainer
+        except ImportError:
+            raise pytest.UsageError(
+                "wirelint: no database to run in front of: give --wirelint-upstream URI "
+                "(or wirelint_upstream in the ini file, or WIRELINT_UPSTREAM), "
+                "or pip install testcontainers with a Docker engine running"
+            ) from None
+        self.container = MongoDbContainer(self.option("image") or "mongo:7.0")
+        self.container.start()
+        return self.container.get_connection_url()
+
+    def stop(self) -> None:
+        if not self.proxy:
+            return
+        try:
+            self.report = self.proxy.stop()
+        except (OSError, ValueError) as e:
+            self.error = f"wirelint wrote no report ({e}); its log:\n{self.proxy.log()}"
+        if self.container is not None:
+            self.container.stop()
+            self.container = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("wirelint", "wirelint: data-modelling checks on the session's MongoDB traffic")
+    options = [
+        ("upstream", "URI", "the database to run wirelint in front of (mongodb:// or mongodb+srv://)"),
+        ("env", "VAR", "point this environment variable (the URI the suite reads) at wirelint before collection"),
+        ("fail-on", "LEVEL", "fail the session when a finding at or above this level exists: " + ", ".join(SEVERITIES)),
+        ("report", "FILE", "write the JSON report here"),
+        ("sarif", "FILE", "write the findings as SARIF 2.1.0 here (for code scanning)"),
+        ("config", "FILE", "a wirelint.toml (partition keys, rule thresholds)"),
+        ("image", "IMAGE", "the MongoDB image testcontainers starts when no upstream is given (default mongo:7.0)"),
+    ]
+    for name, metavar, help_text in options:
+        dest = "wirelint_" + name.replace("-", "_")
+        group.addoption("--wirelint-" + name, dest=dest, metavar=metavar, default=None, help=help_text)
+        parser.addini(dest, help_text)
+    group.addoption(
+        "--wirelint-show-values",
+        dest="wirelint_show_values",
+        action="store_true",
+        help="let findings carry example values from the traffic (off by default: findings carry no data)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    state = _State(config)
+    config.stash[_KEY] = state
+    level = state.option("fail_on")
+    if level and level not in SEVERITIES:
+        raise pytest.UsageError(f"--wirelint-fail-on must be one of {', '.join(SEVERITIES)}, not {level!r}")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = session.config.stash[_KEY]
+    var = state.option("env")
+    if var:
+        # Before collection: modules that read the URI at import see wirelint's.
+        os.environ[var] = state.start()
+
+
+@pytest.fixture(scope="session")
+def wirelint_uri(request: pytest.FixtureRequest) -> str:
+    """The connection string to use instead of the database's: wirelint in
+    front of it, started once for the session."""
+    return request.config.stash[_KEY].start()
+
+
+@pytest.fixture(scope="session")
+def wirelint_proxy(request: pytest.FixtureRequest, wirelint_uri: str) -> Proxy:
+    """The running :class:`wirelint.Proxy` (its report so far:
+    ``wirelint_proxy.report()``)."""
+    return request.config.stash[_KEY].proxy
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash[_KEY]
+    state.stop()
+    if state.report is None:
+        return
+    sarif = state.option("sarif")
+    if sarif:
+        with open(sarif, "w", encoding="utf-8") as f:
+            f.write(state.proxy.render("sarif"))
+    level = state.option("fail_on")
+    found = worst(state.report)
+    if level and found and SEVERITIES.index(found) >= SEVERITIES.index(level):
+        state.failed_on = found
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_KEY, None)
+    if state is None or state.proxy is None:
+        return
+    tr = terminalreporter
+    tr.section("wirelint")
+    if state.error:
+        tr.write_line(state.error, red=True)
+        return
+    findings = state.report.get("findings", [])
+    tr.write(state.proxy.render("text"))
+    where = [f"report: {state.proxy.report_path}"]
+    if state.option("sarif"):
+        where.append(f"SARIF: {state.option('sarif')}")
+    tr.write_line(f"wirelint: {len(findings)} finding(s); " + ", ".join(where))
+    if state.failed_on:
+        tr.write_line(
+            f"wirelint: a finding of severity {state.failed_on} reached --wirelint-fail-on "
+            f"{state.option('fail_on')}: the session fails",
+            red=True,
+            bold=True,
+        )

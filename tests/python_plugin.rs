@@ -1,0 +1,147 @@
+//! The Python package and its pytest plugin, as a user gets them: the wheel
+//! built by `scripts/wheel.sh` (maturin, the binary inside), installed into
+//! a fresh virtual environment with pytest and pymongo from PyPI, running
+//! the example suite `examples/pytest/` against FerretDB through the
+//! plugin. With the N+1 test in the suite the session fails on
+//! `--wirelint-fail-on warning` though every test passes; without it the
+//! session passes. The terminal summary and the SARIF file are checked.
+
+mod common;
+
+use common::Backend;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(command: &mut Command) -> Output {
+    let out = command.output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    eprintln!("{:?}\n{}{}", command, text(&out.stdout), text(&out.stderr));
+    out
+}
+
+fn pytest(venv: &Path, suite: &Path, upstream: &str, args: &[&str]) -> (i32, String) {
+    let out = run(Command::new(venv.join("bin/pytest"))
+        .current_dir(suite)
+        .env_remove("WIRELINT_BINARY")
+        .env_remove("WIRELINT_UPSTREAM")
+        .args(["-p", "no:cacheprovider", "--wirelint-upstream", upstream])
+        .args(args));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(suite.join("wirelint.sarif")).unwrap();
+    let sarif: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    sarif["runs"][0]["results"].as_array().unwrap().clone()
+}
+
+#[test]
+fn the_pytest_plugin_fails_the_session_on_an_anti_pattern() {
+    let root = common::manifest_dir();
+    // Without the variables `cargo test` sets for a test (ring's build
+    // script watches CARGO_MANIFEST_DIR): with them, the release build that
+    // scripts/test.sh made is rebuilt from scratch.
+    let mut build = Command::new("bash");
+    build.arg(root.join("scripts/wheel.sh"));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_",
+            "CARGO_TARGET_TMPDIR",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+        {
+            build.env_remove(name.as_ref());
+        }
+    }
+    let wheel = run(&mut build);
+    assert!(wheel.status.success(), "scripts/wheel.sh failed");
+    let wheel = String::from_utf8(wheel.stdout).unwrap().trim().to_string();
+    assert!(wheel.ends_with(".whl"), "{wheel}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let venv = dir.path().join("venv");
+    let python = std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into());
+    assert!(run(Command::new(python).args(["-m", "venv"]).arg(&venv))
+        .status
+        .success());
+    assert!(run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg(&wheel)
+        .args(["pytest>=7,<10", "pymongo>=4.6,<5"]))
+    .status
+    .success());
+    // The wheel put the binary in the environment.
+    let version = run(Command::new(venv.join("bin/wirelint")).arg("--version"));
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("wirelint "));
+
+    // The URI handed to the tests keeps credentials, database and options,
+    // and drops what only concerns the way to the database.
+    let check = run(Command::new(venv.join("bin/python")).args([
+        "-c",
+        r#"
+from wirelint import client_uri
+got = client_uri("mongodb+srv://app:p%2Fw@db.example.com/shop?replicaSet=rs0&tls=true&authSource=admin&retryWrites=true", "127.0.0.1:4000")
+assert got == "mongodb://app:p%2Fw@127.0.0.1:4000/shop?authSource=admin&retryWrites=true", got
+assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/"
+"#,
+    ]));
+    assert!(check.status.success());
+
+    // A copy of the example, so that its outputs stay out of the tree.
+    let suite = dir.path().join("suite");
+    std::fs::create_dir(&suite).unwrap();
+    for entry in std::fs::read_dir(root.join("examples/pytest")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "py" || e == "ini") {
+            std::fs::copy(&path, suite.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+
+    let backend = Backend::start(Default::default());
+    let upstream = backend.uri();
+
+    // The whole suite: the tests pass, the N+1 fails the session.
+    let (status, out) = pytest(&venv, &suite, &upstream, &[]);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("4 passed"), "{out}");
+    assert!(out.contains("= wirelint ="), "the summary section: {out}");
+    assert!(out.contains("WL401 n-plus-one"), "{out}");
+    assert!(
+        out.contains("reached --wirelint-fail-on warning: the session fails"),
+        "{out}"
+    );
+    let results = sarif_results(&suite);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["ruleId"], "WL401");
+    assert_eq!(results[0]["level"], "warning");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(suite.join("wirelint-report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["schema"], "wirelint.report/1");
+
+    // Without the anti-pattern the session passes, with nothing to report.
+    let (status, out) = pytest(&venv, &suite, &upstream, &["test_posts.py"]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("3 passed"), "{out}");
+    assert!(out.contains("wirelint: 0 finding(s)"), "{out}");
+    assert!(sarif_results(&suite).is_empty());
+
+    // A bad level is a usage error naming the option.
+    let (status, out) = pytest(
+        &venv,
+        &suite,
+        &upstream,
+        &["--wirelint-fail-on", "sometimes"],
+    );
+    assert_eq!(status, 4, "pytest's usage-error status: {out}");
+}
