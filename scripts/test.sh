@@ -2,7 +2,8 @@
 # Runs every test. Installs what the tests need first (each step is skipped
 # when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo and
 # MongoEngine (PyPI), the Node driver, Mongoose and mongosh (npm, into
-# tests/drivers/node), maturin (PyPI: scripts/wheel.sh, which
+# tests/drivers/node, with playwright-core), Chromium (Debian, apt-get),
+# maturin (PyPI: scripts/wheel.sh, which
 # tests/python_plugin.rs runs, installs it; that test also installs pytest
 # and pymongo from PyPI into a fresh virtual environment), cargo-deny
 # (crates.io). The Go driver and Spring Data
@@ -31,6 +32,14 @@ step "Node driver, Mongoose and mongosh"
 if [ ! -x tests/drivers/node/node_modules/.bin/mongosh ] ||
    [ tests/drivers/node/package-lock.json -nt tests/drivers/node/node_modules/.package-lock.json ]; then
   (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+step "Chromium (Debian), for the dashboard's browser test (tests/dashboard.rs)"
+if ! command -v chromium >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 fi
 
 step "cargo fmt --check"

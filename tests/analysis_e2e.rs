@@ -405,7 +405,7 @@ async fn admin_token_is_required_when_set() {
     settings.admin_token = Some("s3cret-token".into());
     let proxy = common::proxy_with(settings).await;
     let admin = proxy.admin_addr().unwrap();
-    for path in ["/metrics", "/findings", "/patterns"] {
+    for path in ["/metrics", "/findings", "/patterns", "/report"] {
         let (status, body) = http_get(admin, path).await;
         assert_eq!(status, 401, "{path} without a token: {body}");
         assert!(body.contains("Bearer"), "{body}");
@@ -421,8 +421,13 @@ async fn admin_token_is_required_when_set() {
         let (status, _) = http_get_with(admin, path, "Authorization: Basic s3cret-token\r\n").await;
         assert_eq!(status, 401, "{path}: another scheme is not a bearer token");
     }
-    // Health checks stay open (load balancers carry no secrets).
+    // Health checks stay open (load balancers carry no secrets), and so
+    // does the dashboard's page, which holds no data: its script asks for
+    // the token and sends it to /report.
     assert_eq!(http_get(admin, "/healthz").await.0, 200);
+    let (status, page) = http_get(admin, "/").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>wirelint</title>"), "{page}");
     proxy.shutdown().await;
 }
 

@@ -143,7 +143,7 @@ pub async fn serve(
             });
         }
     });
-    tracing::info!("admin endpoints on http://{local}/ (metrics, findings, patterns, healthz)");
+    tracing::info!("admin endpoints on http://{local}/ (the dashboard; metrics, findings, patterns, report, healthz)");
     Ok(local)
 }
 
@@ -160,12 +160,43 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/findings", get(findings))
         .route("/patterns", get(patterns))
+        .route("/report", get(report))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
         ))
         .route("/healthz", get(|| async { "ok\n" }))
+        // The page holds no data: it fetches /report with the token.
+        .route("/", get(dashboard))
+        .route("/dashboard", get(dashboard))
         .with_state(state)
+}
+
+/// The dashboard: one page, no external assets (it works offline), every
+/// value from the traffic set as text by its script, never as HTML.
+const DASHBOARD: &str = include_str!("dashboard.html");
+
+async fn dashboard() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        DASHBOARD,
+    )
+}
+
+async fn report(State(state): State<AdminState>) -> impl IntoResponse {
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(state.snapshot_off_runtime().await.as_ref().clone()),
+    )
 }
 
 async fn require_token(
