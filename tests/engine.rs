@@ -631,3 +631,74 @@ fn a_list_is_its_whole_cursor() {
     assert_eq!(f.evidence["follow_ups_per_list"], serde_json::json!(4));
     assert_eq!(f.evidence["list_documents"], serde_json::json!(4));
 }
+
+/// WL501 wants two references: a join table `{author, book}` of ObjectIds
+/// (Mongoose's way, references by type) read by author and followed by
+/// book lookups is one; a list view's `{title, authorId}` followed by
+/// author lookups is an N+1 (WL401), not a join table.
+#[test]
+fn a_join_collection_holds_two_references_not_a_title() {
+    let run = |list_doc: &dyn Fn(i32) -> bson::RawDocumentBuf, link: &str| {
+        let k = knowledge();
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        let mut id = 0;
+        let mut op = |e: &mut Engine, body: bson::RawDocumentBuf, docs: bson::RawArrayBuf| {
+            id += 1;
+            e.message(
+                4,
+                Direction::Request,
+                t,
+                Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+            );
+            let reply =
+                rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": docs}, "ok": 1.0};
+            e.message(
+                4,
+                Direction::Reply,
+                t,
+                Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+            );
+        };
+        for view in 0..4 {
+            let mut list = bson::RawArrayBuf::new();
+            let docs: Vec<bson::RawDocumentBuf> = (0..5).map(|i| list_doc(view * 5 + i)).collect();
+            for d in &docs {
+                list.push(d.clone());
+            }
+            op(
+                &mut e,
+                rawdoc! {"find": "links", "filter": {"owner": view}, "$db": "d"},
+                list,
+            );
+            for d in &docs {
+                let target = d.get_object_id(link).unwrap();
+                let mut one = bson::RawArrayBuf::new();
+                one.push(rawdoc! {"_id": target, "name": "x"});
+                op(
+                    &mut e,
+                    rawdoc! {"find": "targets", "filter": {"_id": target}, "limit": 1, "$db": "d"},
+                    one,
+                );
+            }
+        }
+        e.flush();
+        let k = k.lock().unwrap();
+        let mut rules: Vec<String> = k.findings.all().map(|f| f.rule.clone()).collect();
+        rules.sort();
+        rules.dedup();
+        rules
+    };
+    let oid = |i: i32| bson::oid::ObjectId::from_bytes([i as u8; 12]);
+    let join = run(
+        &|i| rawdoc! {"_id": i, "author": oid(100), "book": oid(i)},
+        "book",
+    );
+    assert!(join.contains(&"WL501".to_string()), "{join:?}");
+    let list_view = run(
+        &|i| rawdoc! {"_id": i, "title": format!("Post {i}"), "authorId": oid(i)},
+        "authorId",
+    );
+    assert!(list_view.contains(&"WL401".to_string()), "{list_view:?}");
+    assert!(!list_view.contains(&"WL501".to_string()), "{list_view:?}");
+}

@@ -132,6 +132,9 @@ pub struct FieldSet {
     /// Whether every non-`_id` value was a scalar (id-like: not a document
     /// or array) in every such document.
     pub all_scalar: bool,
+    /// Bit `i` set: `fields[i]` held an ObjectId or a binary (UUID) in
+    /// every such document — a reference by its type.
+    pub id_typed: u64,
     /// Per field, hashes of the string values seen (up to 8): what tells
     /// documents apart.
     pub values: Vec<(String, Vec<u64>)>,
@@ -445,6 +448,7 @@ fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     let mut fields: Vec<&str> = Vec::new();
     let mut all_scalar = true;
+    let mut id_typed: Vec<&str> = Vec::new();
     let mut values: Vec<(&str, u64)> = Vec::new();
     // Raw bytes: no decoding of values that are not hashed (a large
     // string is skipped by its length, not validated).
@@ -458,6 +462,9 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         fields.push(key);
         if key != "_id" && matches!(e.element_type, 0x03 | 0x04) {
             all_scalar = false;
+        }
+        if matches!(e.element_type, 0x05 | 0x07) {
+            id_typed.push(key);
         }
         let scalar = match e.element_type {
             0x02 => e.as_str().map(RawBsonRef::String),
@@ -481,14 +488,21 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         }
         key = fnv1a_continue(key, field.as_bytes());
     }
+    let mask = fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| id_typed.contains(f))
+        .fold(0u64, |m, (i, _)| m | 1 << i);
     let set = state.field_sets.get_or_insert_with(&key, || FieldSet {
         fields: fields.iter().map(|f| short_key(f).into_owned()).collect(),
         count: 0,
         all_scalar: true,
+        id_typed: u64::MAX,
         values: Vec::new(),
     });
     set.count += 1;
     set.all_scalar &= all_scalar;
+    set.id_typed &= mask;
     for (field, hash) in values {
         let field = short_key(field);
         match set.values.iter_mut().find(|(f, _)| *f == field) {

@@ -25,14 +25,37 @@ pub struct JoinCollection {
     reported: RuleTable<String, u64>,
 }
 
-/// Whether most documents seen in `namespace` are two scalar fields + `_id`.
+/// Whether most documents seen in `namespace` are two references + `_id`:
+/// two scalar fields, each an ObjectId or binary (UUID) by type or named
+/// as a reference (`author_id`, `bookId`, `userRef`). A list view's
+/// `{title, authorId}` is not a join table.
 pub fn is_join_shaped(cx: &RuleContext<'_>, namespace: &str) -> Option<Vec<String>> {
     let ns = cx.namespaces.get(namespace)?;
     let shapes = ns.shapes();
     let top = shapes.first()?;
-    let fields: Vec<String> = top.fields.iter().filter(|f| *f != "_id").cloned().collect();
     let dominant = top.count * 10 >= ns.documents_seen * 9;
-    (dominant && top.all_scalar && fields.len() == 2).then_some(fields)
+    if !dominant || !top.all_scalar {
+        return None;
+    }
+    let mut fields = Vec::new();
+    for (i, field) in top.fields.iter().enumerate() {
+        if field == "_id" {
+            continue;
+        }
+        let by_type = i < 64 && top.id_typed >> i & 1 == 1;
+        if !by_type && !reference_name(field) {
+            return None;
+        }
+        fields.push(field.clone());
+    }
+    (fields.len() == 2).then_some(fields)
+}
+
+/// A field named as a reference: ends in `id`, `ids` or `ref`, in any
+/// case and spelling (`author_id`, `bookId`, `userRef`).
+fn reference_name(field: &str) -> bool {
+    let f = field.to_ascii_lowercase();
+    f.ends_with("id") || f.ends_with("ids") || f.ends_with("ref")
 }
 
 impl Rule for JoinCollection {
