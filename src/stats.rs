@@ -49,6 +49,11 @@ pub struct Stats {
     /// Taken off the queue by a worker (enqueued − processed = queue depth).
     pub analysis_processed: AtomicU64,
     pub analysis_dropped: AtomicU64,
+    /// Messages not analysed because their connection was sampled out
+    /// while the analysis was behind (see `analysis::AnalysisQueue`).
+    pub analysis_shed: AtomicU64,
+    /// The sampling level now: one connection in 2^level analysed.
+    pub analysis_sampling: AtomicU64,
     /// Bytes the forwarding buffers hold for large messages (see
     /// `proxy::session::BufferBudget`).
     pub buffer_bytes: AtomicU64,
@@ -105,6 +110,8 @@ pub struct StatsSnapshot {
     pub analysis_enqueued: u64,
     pub analysis_processed: u64,
     pub analysis_dropped: u64,
+    pub analysis_shed: u64,
+    pub analysis_sampling: u64,
     pub buffer_bytes: u64,
     pub buffer_waits: u64,
     pub frame_errors: BTreeMap<String, u64>,
@@ -148,6 +155,8 @@ impl Stats {
             analysis_enqueued: self.analysis_enqueued.load(Relaxed),
             analysis_processed: self.analysis_processed.load(Relaxed),
             analysis_dropped: self.analysis_dropped.load(Relaxed),
+            analysis_shed: self.analysis_shed.load(Relaxed),
+            analysis_sampling: self.analysis_sampling.load(Relaxed),
             buffer_bytes: self.buffer_bytes.load(Relaxed),
             buffer_waits: self.buffer_waits.load(Relaxed),
             frame_errors: self

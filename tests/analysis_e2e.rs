@@ -378,6 +378,9 @@ async fn admin_endpoints_serve_metrics_findings_patterns_and_health() {
         "wirelint_pattern_latency_seconds{pattern=\"Q-admin\",quantile=\"0.99\"}",
         "wirelint_analysis_queue_depth",
         "wirelint_analysis_dropped_total 0",
+        "wirelint_analysis_shed_total 0",
+        "wirelint_analysis_sampling_level 0",
+        "wirelint_analysis_analysed_ratio 1",
     ] {
         assert!(
             metrics.contains(needle),

@@ -702,3 +702,41 @@ fn a_join_collection_holds_two_references_not_a_title() {
     assert!(list_view.contains(&"WL401".to_string()), "{list_view:?}");
     assert!(!list_view.contains(&"WL501".to_string()), "{list_view:?}");
 }
+
+/// A call seen while one connection in 4 was analysed stands for 4: the
+/// pattern's estimated calls, and its analysed share, say so.
+#[test]
+fn calls_seen_under_sampling_count_for_the_connections_left_out() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    for (id, sampling) in [(1, 0u8), (2, 2)] {
+        e.set_sampling(sampling);
+        let find = rawdoc! {"find": "c", "filter": {"_id": 1}, "comment": "Q1", "$db": "d"};
+        e.message(
+            id as u64,
+            Direction::Request,
+            t,
+            Bytes::from(encode(id, 0, 0, find.as_bytes(), &[])),
+        );
+        let reply =
+            rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(1)}, "ok": 1.0};
+        e.message(
+            id as u64,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(100 + id, id, 0, reply.as_bytes(), &[])),
+        );
+        e.closed(id as u64);
+    }
+    e.flush();
+    let k = k.lock().unwrap();
+    let q1 = k
+        .patterns
+        .patterns
+        .iter()
+        .find(|(name, _)| name.as_str() == "Q1")
+        .map(|(_, p)| p)
+        .unwrap();
+    assert_eq!((q1.invocations, q1.estimated_invocations), (2, 5));
+}

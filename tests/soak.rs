@@ -411,8 +411,9 @@ async fn soak_then_flood_memory_and_descriptors_stay_flat() {
     }
     pings.sort();
     let dropped = proxy.metric("wirelint_analysis_dropped_total").await - dropped_before;
+    let shed = proxy.metric("wirelint_analysis_shed_total").await;
     println!(
-        "flood: {inserted} documents of 4 MiB in {:?}; analysis dropped {dropped} messages; probe ping p50 {:?} max {:?}; RSS {:.1} → worst {:.1} MiB",
+        "flood: {inserted} documents of 4 MiB in {:?}; analysis dropped {dropped} messages, sampled out {shed}; probe ping p50 {:?} max {:?}; RSS {:.1} → worst {:.1} MiB",
         flood_for,
         pings[pings.len() / 2],
         pings.last().unwrap(),

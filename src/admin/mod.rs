@@ -450,6 +450,35 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
     );
     family(
         &mut out,
+        "wirelint_analysis_shed_total",
+        "counter",
+        "Messages not analysed because their connection was sampled out while the analysis was behind.",
+    );
+    let _ = writeln!(out, "wirelint_analysis_shed_total {}", s.analysis_shed);
+    family(
+        &mut out,
+        "wirelint_analysis_sampling_level",
+        "gauge",
+        "Load shedding now: one client connection in 2^level is analysed (0: all of them).",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_analysis_sampling_level {}",
+        s.analysis_sampling
+    );
+    family(
+        &mut out,
+        "wirelint_analysis_analysed_ratio",
+        "gauge",
+        "Share of forwarded messages the analysis saw since start (1 less shed and dropped over all).",
+    );
+    let _ = writeln!(
+        out,
+        "wirelint_analysis_analysed_ratio {}",
+        report.counters.analysed_share
+    );
+    family(
+        &mut out,
         "wirelint_analysis_decode_errors_total",
         "counter",
         "Messages the analysis skipped, by kind (too_deep: nested past the server's limit of 200 levels; invalid_bson, checksum_mismatch, bad_compressed, ...).",

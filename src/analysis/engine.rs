@@ -119,7 +119,13 @@ pub struct Engine {
     /// What per-connection state (requests awaiting replies, N+1 leads)
     /// is charged to: the knowledge store's connections pool.
     pool: Arc<Pool>,
+    /// The sampling level the current message was taken under: one
+    /// connection in 2^level was analysed (see `AnalysisQueue`).
+    sampling: u8,
 }
+
+/// The highest sampling level: one connection in 64 analysed.
+pub const MAX_SAMPLING_LEVEL: u8 = 6;
 
 impl Engine {
     pub fn new(knowledge: Arc<Mutex<Knowledge>>, live: Option<fn(&FindingEvent)>) -> Engine {
@@ -129,7 +135,15 @@ impl Engine {
             knowledge,
             live,
             pool,
+            sampling: 0,
         }
+    }
+
+    /// The sampling level of the messages that follow: under it one
+    /// connection in 2^`level` is analysed, so each invocation seen stands
+    /// for 2^`level` (a pattern's estimated calls).
+    pub fn set_sampling(&mut self, level: u8) {
+        self.sampling = level.min(MAX_SAMPLING_LEVEL);
     }
 
     fn emit(&self, events: Vec<FindingEvent>) {
@@ -554,6 +568,7 @@ impl Engine {
             bytes: 0,
             shapes: vec![shape.hash],
             errors: Vec::new(),
+            weight: 1 << self.sampling,
         });
         if let Some(inv) = finished {
             lock(&self.knowledge).patterns.commit(&inv);

@@ -146,6 +146,8 @@ pub enum Event {
         /// When the proxy read it (latency is measured between these).
         at: Instant,
         frame: Bytes,
+        /// The sampling level it was taken under (0: every connection).
+        sampling: u8,
     },
     /// The connection ended: its state can go.
     Closed { conn: u64 },
@@ -236,6 +238,36 @@ pub struct AnalysisQueue {
     /// a flood of large documents is dropped, not buffered.
     queued_bytes: Arc<AtomicUsize>,
     max_bytes: usize,
+    sampling: Arc<Sampling>,
+}
+
+/// Load shedding by sampling whole connections. While the workers keep
+/// up, every connection is analysed (level 0). When a tick finds messages
+/// dropped since the last one, or a queue half full (by count or bytes),
+/// the level rises by one: one connection in 2^level is analysed, chosen by
+/// a hash of its id, so an analysed connection keeps every message —
+/// requests with their replies, cursors with their getMores, an N+1's list
+/// with its follow-ups — and what the rules see stays consistent. After
+/// two seconds of queues under a tenth full it falls by one. Forwarding is
+/// never slowed: the check is one relaxed load per message, and a
+/// sampled-out message costs a counter increment.
+#[derive(Default)]
+struct Sampling {
+    level: AtomicU8,
+    dropped_seen: std::sync::atomic::AtomicU64,
+    calm_ticks: std::sync::atomic::AtomicU32,
+}
+
+/// Ticks of calm (queues under a tenth full, nothing dropped) before the
+/// sampling level falls by one: two seconds.
+const CALM_TICKS_BEFORE_LOWER: u32 = 8;
+
+/// Whether connection `conn` is left out at sampling `level`: a hash of the
+/// id (independent of the shard, which is `conn % workers`), its low
+/// `level` bits non-zero.
+fn sampled_out(conn: u64, level: u8) -> bool {
+    let mixed = conn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    mixed & ((1u64 << level) - 1) != 0
 }
 
 /// The worker threads; joined at shutdown so final counts are complete.
@@ -264,6 +296,7 @@ impl AnalysisQueue {
                     stats,
                     queued_bytes: Arc::default(),
                     max_bytes: 0,
+                    sampling: Arc::default(),
                 },
                 AnalysisWorkers(Vec::new()),
             );
@@ -297,15 +330,68 @@ impl AnalysisQueue {
                 max_bytes: settings
                     .queue_bytes
                     .min(budget::queue_share(settings.caps.memory)),
+                sampling: Arc::default(),
             },
             AnalysisWorkers(handles),
         )
     }
 
-    /// Sends a tick to every worker.
+    /// Sends a tick to every worker, after adjusting the sampling level.
     pub fn tick(&self) {
+        self.adjust_sampling();
         for shard in self.shards.0.iter() {
             shard.tick();
+        }
+    }
+
+    /// Raises the sampling level when the analysis fell behind since the
+    /// last tick, lowers it after a calm spell (see [`Sampling`]).
+    fn adjust_sampling(&self) {
+        let s = &self.sampling;
+        let dropped = self.stats.analysis_dropped.load(Relaxed);
+        let new_drops = dropped.saturating_sub(s.dropped_seen.swap(dropped, Relaxed));
+        let count_fill = self
+            .shards
+            .0
+            .iter()
+            .map(|q| q.queue.len() as f64 / q.queue.capacity() as f64)
+            .fold(0.0, f64::max);
+        let byte_fill = if self.max_bytes == 0 {
+            0.0
+        } else {
+            self.queued_bytes.load(Relaxed) as f64 / self.max_bytes as f64
+        };
+        let fill = count_fill.max(byte_fill);
+        let level = s.level.load(Relaxed);
+        let next = if new_drops > 0 || fill >= 0.5 {
+            s.calm_ticks.store(0, Relaxed);
+            (level + 1).min(engine::MAX_SAMPLING_LEVEL)
+        } else if fill < 0.1 && level > 0 {
+            if s.calm_ticks.fetch_add(1, Relaxed) + 1 >= CALM_TICKS_BEFORE_LOWER {
+                s.calm_ticks.store(0, Relaxed);
+                level - 1
+            } else {
+                level
+            }
+        } else {
+            s.calm_ticks.store(0, Relaxed);
+            level
+        };
+        if next != level {
+            s.level.store(next, Relaxed);
+            self.stats.analysis_sampling.store(next.into(), Relaxed);
+            if next > level {
+                tracing::warn!(
+                    analysed = format!("1 connection in {}", 1u32 << next),
+                    dropped = new_drops,
+                    "the analysis is behind the traffic: it now analyses fewer connections (forwarding is unaffected; wirelint_analysis_sampling_level shows it)"
+                );
+            } else {
+                tracing::info!(
+                    analysed = format!("1 connection in {}", 1u32 << next),
+                    "the analysis caught up: more connections analysed again"
+                );
+            }
         }
     }
 
@@ -328,6 +414,11 @@ impl Tap for AnalysisQueue {
         if self.shards.0.is_empty() {
             return;
         }
+        let sampling = self.sampling.level.load(Relaxed);
+        if sampling > 0 && sampled_out(conn, sampling) {
+            self.stats.analysis_shed.fetch_add(1, Relaxed);
+            return;
+        }
         let len = frame.len();
         if self.queued_bytes.fetch_add(len, Relaxed) + len > self.max_bytes {
             self.queued_bytes.fetch_sub(len, Relaxed);
@@ -339,6 +430,7 @@ impl Tap for AnalysisQueue {
             direction,
             at,
             frame,
+            sampling,
         };
         match self.shard(conn).push(event) {
             Ok(()) => self.stats.analysis_enqueued.fetch_add(1, Relaxed),
@@ -403,8 +495,10 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
                 direction,
                 at,
                 frame,
+                sampling,
             } => {
                 if let Some(frame) = decode(conn, direction, &frame, &stats) {
+                    engine.set_sampling(sampling);
                     engine.message(conn, direction, at, frame);
                 }
             }
@@ -598,5 +692,82 @@ mod tests {
             stats.analysis_processed.load(Relaxed),
             stats.analysis_enqueued.load(Relaxed)
         );
+    }
+
+    /// Behind the traffic, the analysis sheds whole connections: a tick
+    /// after drops raises the level, then each connection is either kept
+    /// (every message) or left out (every message, counted as shed); after
+    /// a calm spell the level falls back to all connections.
+    #[test]
+    fn behind_the_traffic_whole_connections_are_sampled_out() {
+        let stats = Arc::new(Stats::default());
+        let settings = Settings {
+            queue_capacity: 32,
+            workers: 1,
+            ..Settings::default()
+        };
+        let knowledge = Arc::new(Mutex::new(Knowledge::new(
+            Vec::new(),
+            Default::default(),
+            false,
+            Default::default(),
+        )));
+        let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge);
+        let ping = Bytes::from_static(&[0u8; 16]);
+        {
+            let _stalled = stats.analysis.lock().unwrap();
+            for conn in 0..64 {
+                queue.message(conn, Direction::Request, Instant::now(), ping.clone());
+            }
+            assert!(stats.analysis_dropped.load(Relaxed) > 0);
+            queue.tick();
+            assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
+            let left_out: Vec<u64> = (0..64).filter(|c| sampled_out(*c, 1)).collect();
+            assert!(
+                (16..=48).contains(&left_out.len()),
+                "about half: {left_out:?}"
+            );
+            let (shed, dropped) = (
+                stats.analysis_shed.load(Relaxed),
+                stats.analysis_dropped.load(Relaxed),
+            );
+            for conn in 0..64 {
+                for direction in [Direction::Request, Direction::Reply, Direction::Request] {
+                    queue.message(conn, direction, Instant::now(), ping.clone());
+                }
+            }
+            assert_eq!(
+                stats.analysis_shed.load(Relaxed) - shed,
+                3 * left_out.len() as u64,
+                "every message of a left-out connection, and only those"
+            );
+            // Still behind: the level keeps rising, to its cap.
+            assert!(stats.analysis_dropped.load(Relaxed) > dropped);
+            for _ in 0..10 {
+                queue.message(0, Direction::Request, Instant::now(), ping.clone());
+                stats.analysis_dropped.fetch_add(1, Relaxed);
+                queue.tick();
+            }
+            assert_eq!(
+                stats.analysis_sampling.load(Relaxed),
+                u64::from(engine::MAX_SAMPLING_LEVEL)
+            );
+        }
+        // Caught up: one level down per two calm seconds of ticks.
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while !queue.shards.0[0].queue.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        for _ in 0..CALM_TICKS_BEFORE_LOWER {
+            // Ticks come every 250 ms; a few ms let the worker take each.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            queue.tick();
+        }
+        assert_eq!(
+            stats.analysis_sampling.load(Relaxed),
+            u64::from(engine::MAX_SAMPLING_LEVEL) - 1
+        );
+        drop(queue);
+        workers.join();
     }
 }

@@ -64,6 +64,9 @@ pub struct PatternStats {
     /// The shapes of the first complete invocation, in order.
     pub sequence: Vec<u64>,
     pub invocations: u64,
+    /// Calls the application made, estimated: each analysed call counts
+    /// for the connections sampling left out when it was seen.
+    pub estimated_invocations: u64,
     pub round_trips: u64,
     /// Operations issued by the application (round trips less getMores).
     pub operations: u64,
@@ -119,6 +122,7 @@ impl PatternStats {
             shapes: Vec::new(),
             sequence: Vec::new(),
             invocations: 0,
+            estimated_invocations: 0,
             round_trips: 0,
             operations: 0,
             latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
@@ -179,6 +183,9 @@ pub struct Invocation {
     pub bytes: u64,
     pub shapes: Vec<u64>,
     pub errors: Vec<i32>,
+    /// How many calls this one stands for: 2^level when it was seen while
+    /// the analysis sampled one connection in 2^level.
+    pub weight: u64,
 }
 
 pub struct PatternTable {
@@ -243,6 +250,7 @@ impl PatternTable {
             return;
         };
         stats.invocations += 1;
+        stats.estimated_invocations += inv.weight.max(1);
         stats.round_trips += inv.round_trips;
         stats.operations += inv.shapes.len() as u64;
         stats.docs_returned += inv.docs;

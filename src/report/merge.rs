@@ -110,6 +110,7 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
     for r in &reports[1..] {
         add_counters(&mut counters, &r.counters);
     }
+    counters.set_analysed_share();
     // A key from a config file wins over one learnt from traffic; among
     // equals, the later run's.
     let mut partition_keys: BTreeMap<String, crate::analysis::partition::PartitionKey> =
@@ -159,6 +160,7 @@ fn add_counters(into: &mut super::Counters, from: &super::Counters) {
     into.replies += from.replies;
     into.operations += from.operations;
     into.analysis_dropped += from.analysis_dropped;
+    into.analysis_shed += from.analysis_shed;
     into.forgotten_requests += from.forgotten_requests;
     into.decode_errors += from.decode_errors;
     into.findings_dropped += from.findings_dropped;
@@ -220,7 +222,11 @@ fn merge_pattern(into: &mut PatternReport, from: &PatternReport) {
         a.max = a.max.max(b.max);
         into.latency_histogram.clear();
     }
+    // Older reports have no estimate: their calls are all they saw.
+    let before = into.estimated_invocations.max(into.invocations);
     into.invocations += from.invocations;
+    into.estimated_invocations = before + from.estimated_invocations.max(from.invocations);
+    into.set_analysed_share();
     into.round_trips += from.round_trips;
     into.round_trips_per_invocation = per_invocation(into.round_trips, into.invocations);
     into.docs_returned += from.docs_returned;
@@ -312,6 +318,8 @@ mod tests {
             shapes: vec!["a".into()],
             sequence: vec!["a".into()],
             invocations,
+            estimated_invocations: invocations,
+            analysed_share: 1.0,
             round_trips: invocations * 2,
             round_trips_per_invocation: 2.0,
             latency_us: Latency::of(&h),

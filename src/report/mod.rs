@@ -59,6 +59,14 @@ pub struct Counters {
     pub replies: u64,
     pub operations: u64,
     pub analysis_dropped: u64,
+    /// Messages not analysed because their connection was sampled out
+    /// while the analysis was behind.
+    #[serde(default)]
+    pub analysis_shed: u64,
+    /// The share of forwarded messages the analysis saw: 1 less the shed
+    /// and dropped ones over all.
+    #[serde(default = "one")]
+    pub analysed_share: f64,
     /// Requests kept for pairing and forgotten before their reply came.
     #[serde(default)]
     pub forgotten_requests: u64,
@@ -103,6 +111,14 @@ pub struct PatternReport {
     /// The shapes of one invocation, in order.
     pub sequence: Vec<String>,
     pub invocations: u64,
+    /// Calls estimated with those of connections left out by sampling
+    /// (equal to `invocations` when nothing was sampled out).
+    #[serde(default)]
+    pub estimated_invocations: u64,
+    /// `invocations` over `estimated_invocations`: the share of this
+    /// pattern's calls the analysis saw.
+    #[serde(default = "one")]
+    pub analysed_share: f64,
     pub round_trips: u64,
     pub round_trips_per_invocation: f64,
     /// Per invocation, microseconds, measured at the proxy.
@@ -167,6 +183,35 @@ pub fn group(findings: &mut [Finding]) {
         .collect();
     for f in findings.iter_mut() {
         f.fix_first = roots.iter().find(|r| explains(r, f)).map(Finding::key);
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A share to four decimals (1.0 when there is nothing to share).
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        return 1.0;
+    }
+    (part as f64 / whole as f64 * 10_000.0).round() / 10_000.0
+}
+
+impl Counters {
+    /// Works out `analysed_share` from the message counts.
+    pub fn set_analysed_share(&mut self) {
+        let messages = self.requests + self.replies;
+        let missed = (self.analysis_shed + self.analysis_dropped).min(messages);
+        self.analysed_share = share(messages - missed, messages);
+    }
+}
+
+impl PatternReport {
+    /// Works out `analysed_share` from the call counts.
+    pub fn set_analysed_share(&mut self) {
+        self.estimated_invocations = self.estimated_invocations.max(self.invocations);
+        self.analysed_share = share(self.invocations, self.estimated_invocations);
     }
 }
 
@@ -248,6 +293,8 @@ impl Report {
                 shapes: p.shapes.iter().map(id).collect(),
                 sequence: p.sequence.iter().map(id).collect(),
                 invocations: p.invocations,
+                estimated_invocations: p.estimated_invocations,
+                analysed_share: 1.0,
                 round_trips: p.round_trips,
                 round_trips_per_invocation: per_invocation(p.round_trips, p.invocations),
                 latency_us: Latency::of(&p.latency),
@@ -272,9 +319,12 @@ impl Report {
                 last_trace_id: p.last_trace_id.map(|t| t.to_string()),
             })
             .collect();
+        patterns
+            .iter_mut()
+            .for_each(PatternReport::set_analysed_share);
         link(&mut patterns, &findings);
         sort_patterns(&mut patterns);
-        Report {
+        let mut report = Report {
             schema: SCHEMA.to_string(),
             wirelint_version: env!("CARGO_PKG_VERSION").to_string(),
             generated_at: timestamp(SystemTime::now()),
@@ -286,6 +336,8 @@ impl Report {
                 replies: stats.replies_forwarded,
                 operations: knowledge.operations,
                 analysis_dropped: stats.analysis_dropped,
+                analysis_shed: stats.analysis_shed,
+                analysed_share: 1.0,
                 forgotten_requests: knowledge.forgotten_requests,
                 decode_errors: stats.decode_errors.values().sum(),
                 findings_dropped: knowledge.findings.dropped,
@@ -305,7 +357,9 @@ impl Report {
             findings,
             partition_keys: knowledge.partition_keys.all().clone(),
             runs: Vec::new(),
-        }
+        };
+        report.counters.set_analysed_share();
+        report
     }
 
     pub fn load(path: &Path) -> Result<Report, String> {

@@ -84,6 +84,20 @@ const HEADERS: [&str; 8] = [
     "",
 ];
 
+/// A line saying how much of the traffic the analysis saw, when it shed
+/// load (sampled connections out) or dropped messages.
+fn sampled(report: &Report) -> Option<String> {
+    let c = &report.counters;
+    (c.analysis_shed + c.analysis_dropped > 0).then(|| {
+        format!(
+            "Analysed {:.1} % of the messages: the analysis was behind the traffic and left out {} (sampled out with their connection) and dropped {}; calls are counted as seen",
+            c.analysed_share * 100.0,
+            c.analysis_shed,
+            c.analysis_dropped
+        )
+    })
+}
+
 pub fn text(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -94,6 +108,9 @@ pub fn text(report: &Report) -> String {
         report.counters.operations,
         report.findings.len()
     );
+    if let Some(line) = sampled(report) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "\nAccess patterns (latency per call, measured at the proxy)\n"
@@ -175,6 +192,9 @@ pub fn markdown(report: &Report) -> String {
         report.counters.operations,
         report.findings.len()
     );
+    if let Some(line) = sampled(report) {
+        let _ = writeln!(out, "{line}\n");
+    }
     let _ = writeln!(out, "## Access patterns\n");
     let _ = writeln!(out, "| {} |", HEADERS.join(" | "));
     let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|---|---|");
