@@ -10,7 +10,10 @@
 //! Targets, interleaved round by round (A B C D A B C D …) so machine drift
 //! cancels out:
 //! - `direct`: the backend itself;
-//! - `tcp-relay`: socat relaying bytes (when installed): the floor for any hop;
+//! - `tcp-relay`: socat relaying bytes (when installed; it forks per
+//!   connection, so its CPU is not measured);
+//! - `haproxy`: HAProxy in TCP mode (when installed): the relay to beat —
+//!   `×relay` and `cpu×relay` are against it when it runs;
 //! - `wirelint-off`: the wirelint binary with `--no-analysis`;
 //! - `wirelint-on`: the wirelint binary with analysis on (all rules);
 //! - `mongobetween`: when a `mongobetween` binary is on PATH or in ~/go/bin.
@@ -265,20 +268,51 @@ fn wirelint(upstream: SocketAddr, analysis: bool) -> Proc {
     Proc(child, listen)
 }
 
-/// socat from Debian (scripts/bench.sh installs it when it can).
-fn relay(upstream: SocketAddr) -> Option<Proc> {
-    let port = free_port();
-    let child = Command::new("socat")
-        .arg(format!(
-            "TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay,backlog=1024"
-        ))
-        .arg(format!("TCP:{upstream},nodelay"))
+/// Starts a relay listening on 127.0.0.1:`port`; `None` when it is not
+/// installed or does not listen.
+fn spawn_relay(command: &mut Command, port: u16) -> Option<Proc> {
+    let child = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
     wait_listening(addr, Duration::from_secs(5)).then_some(Proc(child, addr))
+}
+
+/// socat from Debian (scripts/bench.sh installs it when it can).
+fn relay(upstream: SocketAddr) -> Option<Proc> {
+    let port = free_port();
+    spawn_relay(
+        Command::new("socat")
+            .arg(format!(
+                "TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay,backlog=1024"
+            ))
+            .arg(format!("TCP:{upstream},nodelay")),
+        port,
+    )
+}
+
+/// HAProxy in TCP mode (Debian's package; scripts/bench.sh installs it
+/// when it can): the relay to beat — one multi-threaded process, so its
+/// CPU per operation is measured like wirelint's.
+fn haproxy(upstream: SocketAddr) -> Option<Proc> {
+    let port = free_port();
+    let config = std::env::temp_dir().join(format!("wirelint-bench-haproxy-{port}.cfg"));
+    std::fs::write(
+        &config,
+        format!(
+            "global\n  maxconn 4096\n\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
+             timeout client 1h\n  timeout server 1h\n\nfrontend wirelint_bench\n  \
+             bind 127.0.0.1:{port}\n  default_backend upstream\n\nbackend upstream\n  \
+             server s1 {upstream}\n"
+        ),
+    )
+    .ok()?;
+    spawn_relay(
+        Command::new("haproxy").arg("-db").arg("-f").arg(&config),
+        port,
+    )
 }
 
 /// mongobetween (github.com/coinbase/mongobetween), when installed.
@@ -568,20 +602,30 @@ fn print_rows(
     targets: &[Target],
     sums: &[Measured],
 ) {
-    let relay = targets.iter().position(|t| t.name == "tcp-relay");
+    // The relay to beat: HAProxy when it runs, else socat.
+    let relay = targets
+        .iter()
+        .position(|t| t.name == "haproxy")
+        .or_else(|| targets.iter().position(|t| t.name == "tcp-relay"));
+    // socat forks a process per connection, which /proc of the listener
+    // does not count: no figure rather than a wrong one.
+    let cpu_per_op = |t: &Target, m: &Measured| {
+        (t.proc.is_some() && t.name != "tcp-relay" && m.ops > 0 && !m.cpu.is_zero())
+            .then(|| m.cpu.as_secs_f64() * 1e6 / m.ops as f64)
+    };
+    let relay_cpu = relay.and_then(|r| cpu_per_op(&targets[r], &sums[r]));
     for (t, m) in targets.iter().zip(sums) {
         let vs_relay = relay.map_or("-".to_string(), |r| {
             format!("{:.3}", m.rate() / sums[r].rate())
         });
-        // socat forks a process per connection, which /proc of the
-        // listener does not count: no figure rather than a wrong one.
-        let cpu = if t.proc.is_some() && t.name != "tcp-relay" && m.ops > 0 && !m.cpu.is_zero() {
-            format!("{:.1}", m.cpu.as_secs_f64() * 1e6 / m.ops as f64)
-        } else {
-            "-".to_string()
+        let own = cpu_per_op(t, m);
+        let cpu = own.map_or("-".to_string(), |c| format!("{c:.1}"));
+        let cpu_vs_relay = match (own, relay_cpu) {
+            (Some(c), Some(r)) if r > 0.0 => format!("{:.2}", c / r),
+            _ => "-".to_string(),
         };
         println!(
-            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8}",
+            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>9}",
             backend,
             workload.name(),
             conns,
@@ -594,6 +638,7 @@ fn print_rows(
             m.quantile(0.5) as i64 - sums[0].quantile(0.5) as i64,
             m.quantile(0.99) as i64 - sums[0].quantile(0.99) as i64,
             cpu,
+            cpu_vs_relay,
         );
     }
 }
@@ -706,7 +751,7 @@ async fn bench() {
         backends.push(("ferretdb", p.1));
     }
     println!(
-        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
         "backend",
         "workload",
         "conns",
@@ -718,8 +763,10 @@ async fn bench() {
         "×relay",
         "+p50 µs",
         "+p99 µs",
-        "cpu µs/op"
+        "cpu µs/op",
+        "cpu×relay"
     );
+    println!("(×relay and cpu×relay: against HAProxy in TCP mode when it runs, else socat)");
     let mut missing_peers = Vec::new();
     for (backend, addr) in &backends {
         let mut targets = vec![Target {
@@ -734,6 +781,14 @@ async fn bench() {
                 proc: Some(p),
             }),
             None => missing_peers.push("tcp-relay (socat not installed)"),
+        }
+        match haproxy(*addr) {
+            Some(p) => targets.push(Target {
+                name: "haproxy",
+                addr: p.1,
+                proc: Some(p),
+            }),
+            None => missing_peers.push("haproxy (not installed)"),
         }
         for (name, analysis) in [("wirelint-off", false), ("wirelint-on", true)] {
             let p = wirelint(*addr, analysis);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The proxy benchmark: direct vs a plain TCP relay vs wirelint (analysis off
-# and on) vs mongobetween, in one run, against an out-of-process
+# The proxy benchmark: direct vs socat vs HAProxy (TCP mode) vs wirelint
+# (analysis off and on) vs mongobetween, in one run, against an out-of-process
 # memory-speed responder and FerretDB; then connections held at scale; then
 # the analysis micro-benchmarks.
 #
@@ -18,6 +18,13 @@ if ! command -v socat >/dev/null; then
     (apt-get install -y -qq socat >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq socat; }) >/dev/null 2>&1 || true
   fi
   command -v socat >/dev/null || echo "bench.sh: socat unavailable; the tcp-relay row will be missing" >&2
+fi
+if ! command -v haproxy >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bench.sh: installing haproxy (the relay to beat, in TCP mode)" >&2
+    (apt-get install -y -qq haproxy >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq haproxy; }) >/dev/null 2>&1 || true
+  fi
+  command -v haproxy >/dev/null || echo "bench.sh: haproxy unavailable; its row will be missing and ratios are against socat" >&2
 fi
 if ! command -v mongobetween >/dev/null && [ ! -x "$HOME/go/bin/mongobetween" ]; then
   echo "bench.sh: trying go install github.com/coinbase/mongobetween@latest" >&2

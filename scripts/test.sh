@@ -2,7 +2,8 @@
 # Runs every test. Installs what the tests need first (each step is skipped
 # when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo and
 # MongoEngine (PyPI), the Node driver, Mongoose and mongosh (npm, into
-# tests/drivers/node, with playwright-core), Chromium (Debian, apt-get),
+# tests/drivers/node, with playwright-core), Chromium, HAProxy and socat
+# (Debian, apt-get),
 # maturin (PyPI: scripts/wheel.sh, which
 # tests/python_plugin.rs runs, installs it; that test also installs pytest
 # and pymongo from PyPI into a fresh virtual environment), cargo-deny
@@ -34,12 +35,12 @@ if [ ! -x tests/drivers/node/node_modules/.bin/mongosh ] ||
   (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-step "Chromium (Debian), for the dashboard's browser test (tests/dashboard.rs)"
-if ! command -v chromium >/dev/null 2>&1; then
+step "Debian packages: Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check)"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat >/dev/null
 fi
 
 step "cargo fmt --check"

@@ -654,6 +654,15 @@ fn validate_bson(doc: &[u8]) -> Result<(), wire::WireError> {
 mod tests {
     use super::*;
 
+    fn knowledge() -> Arc<Mutex<Knowledge>> {
+        Arc::new(Mutex::new(Knowledge::new(
+            Vec::new(),
+            Default::default(),
+            false,
+            Default::default(),
+        )))
+    }
+
     /// A worker that falls behind makes the queue drop (and count) what
     /// exceeds its byte budget; nothing waits and memory stays bounded.
     #[test]
@@ -663,12 +672,7 @@ mod tests {
             queue_bytes: 1 << 20,
             ..Settings::default()
         };
-        let knowledge = Arc::new(Mutex::new(Knowledge::new(
-            Vec::new(),
-            Default::default(),
-            false,
-            Default::default(),
-        )));
+        let knowledge = knowledge();
         let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge);
         let big = Bytes::from(vec![0u8; 512 << 10]);
         {
@@ -706,12 +710,7 @@ mod tests {
             workers: 1,
             ..Settings::default()
         };
-        let knowledge = Arc::new(Mutex::new(Knowledge::new(
-            Vec::new(),
-            Default::default(),
-            false,
-            Default::default(),
-        )));
+        let knowledge = knowledge();
         let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge);
         let ping = Bytes::from_static(&[0u8; 16]);
         {
