@@ -29,6 +29,31 @@ fn batch(n: i32) -> bson::RawArrayBuf {
     a
 }
 
+/// Request `id` on connection `conn` carrying `body`, answered with a
+/// closed cursor whose first batch is `docs`.
+fn round_trip(
+    e: &mut Engine,
+    conn: u64,
+    id: i32,
+    body: &bson::RawDocumentBuf,
+    docs: bson::RawArrayBuf,
+) {
+    let t = Instant::now();
+    e.message(
+        conn,
+        Direction::Request,
+        t,
+        Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+    );
+    let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": docs}, "ok": 1.0};
+    e.message(
+        conn,
+        Direction::Reply,
+        t,
+        Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+    );
+}
+
 #[test]
 fn exhaust_replies_are_followed_to_the_end_of_the_cursor() {
     let k = knowledge();
@@ -502,23 +527,10 @@ fn documents_in_write_errors_are_not_recorded_as_stored() {
 fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
     let k = knowledge();
     let mut e = Engine::new(k.clone(), None);
-    let t = Instant::now();
     let mut id = 0;
     let mut op = |e: &mut Engine, body: bson::RawDocumentBuf, docs: bson::RawArrayBuf| {
         id += 1;
-        e.message(
-            9,
-            Direction::Request,
-            t,
-            Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
-        );
-        let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": docs}, "ok": 1.0};
-        e.message(
-            9,
-            Direction::Reply,
-            t,
-            Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
-        );
+        round_trip(e, 9, id, &body, docs);
     };
     let posts = |from: i32| {
         let mut a = bson::RawArrayBuf::new();
@@ -641,24 +653,10 @@ fn a_join_collection_holds_two_references_not_a_title() {
     let run = |list_doc: &dyn Fn(i32) -> bson::RawDocumentBuf, link: &str| {
         let k = knowledge();
         let mut e = Engine::new(k.clone(), None);
-        let t = Instant::now();
         let mut id = 0;
         let mut op = |e: &mut Engine, body: bson::RawDocumentBuf, docs: bson::RawArrayBuf| {
             id += 1;
-            e.message(
-                4,
-                Direction::Request,
-                t,
-                Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
-            );
-            let reply =
-                rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": docs}, "ok": 1.0};
-            e.message(
-                4,
-                Direction::Reply,
-                t,
-                Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
-            );
+            round_trip(e, 4, id, &body, docs);
         };
         for view in 0..4 {
             let mut list = bson::RawArrayBuf::new();
@@ -709,24 +707,10 @@ fn a_join_collection_holds_two_references_not_a_title() {
 fn calls_seen_under_sampling_count_for_the_connections_left_out() {
     let k = knowledge();
     let mut e = Engine::new(k.clone(), None);
-    let t = Instant::now();
     for (id, sampling) in [(1, 0u8), (2, 2)] {
         e.set_sampling(sampling);
         let find = rawdoc! {"find": "c", "filter": {"_id": 1}, "comment": "Q1", "$db": "d"};
-        e.message(
-            id as u64,
-            Direction::Request,
-            t,
-            Bytes::from(encode(id, 0, 0, find.as_bytes(), &[])),
-        );
-        let reply =
-            rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(1)}, "ok": 1.0};
-        e.message(
-            id as u64,
-            Direction::Reply,
-            t,
-            Bytes::from(encode(100 + id, id, 0, reply.as_bytes(), &[])),
-        );
+        round_trip(&mut e, id as u64, id, &find, batch(1));
         e.closed(id as u64);
     }
     e.flush();

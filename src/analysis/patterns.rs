@@ -153,14 +153,6 @@ impl PatternStats {
             self.operations as f64 / self.invocations as f64
         }
     }
-
-    pub fn round_trips_per_invocation(&self) -> f64 {
-        if self.invocations == 0 {
-            0.0
-        } else {
-            self.round_trips as f64 / self.invocations as f64
-        }
-    }
 }
 
 /// A shape as the report lists it.

@@ -18,10 +18,13 @@
 //! single run had (an N+1 whose lists were split across two shards) is not
 //! raised by merging.
 
-use super::{group, link, per_invocation, sort_patterns, Latency, PatternReport, Report, Run};
+use super::{
+    buckets, group, link, per_invocation, sort_patterns, Latency, PatternReport, Report, Run,
+};
 use crate::rules::Finding;
 use hdrhistogram::Histogram;
 use serde_json::Value;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// Lists in evidence keep at most this many entries when united.
@@ -49,25 +52,19 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
     upstreams.sort_unstable();
     upstreams.dedup();
 
+    // By key; with how many runs found each (a merged report says so in
+    // `evidence.runs`, a single run's finding counts once).
     let mut findings: BTreeMap<String, (Finding, u64)> = BTreeMap::new();
-    for r in reports {
-        let weight = if r.runs.is_empty() { 1 } else { 0 };
-        for f in &r.findings {
-            let runs_of = |f: &Finding| {
-                f.evidence
-                    .get("runs")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(weight.max(1))
-            };
-            match findings.get_mut(&f.key()) {
-                None => {
-                    let n = runs_of(f);
-                    findings.insert(f.key(), (f.clone(), n));
-                }
-                Some((kept, n)) => {
-                    *n += runs_of(f);
-                    merge_finding(kept, f);
-                }
+    for f in reports.iter().flat_map(|r| &r.findings) {
+        let runs = f.evidence.get("runs").and_then(Value::as_u64).unwrap_or(1);
+        match findings.entry(f.key()) {
+            Entry::Vacant(e) => {
+                e.insert((f.clone(), runs));
+            }
+            Entry::Occupied(mut e) => {
+                let (kept, n) = e.get_mut();
+                *n += runs;
+                merge_finding(kept, f);
             }
         }
     }
@@ -83,27 +80,29 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
         .collect();
     group(&mut findings);
 
-    let mut patterns: Vec<PatternReport> = Vec::new();
-    for r in reports {
-        for p in &r.patterns {
-            match patterns.iter_mut().find(|q| q.name == p.name) {
-                None => patterns.push(p.clone()),
-                Some(q) => merge_pattern(q, p),
+    // Keyed (up to 2,000 patterns and 10,000 shapes per report), then put
+    // in the report's order.
+    let mut patterns: BTreeMap<&str, PatternReport> = BTreeMap::new();
+    for p in reports.iter().flat_map(|r| &r.patterns) {
+        match patterns.entry(&p.name) {
+            Entry::Vacant(e) => {
+                e.insert(p.clone());
             }
+            Entry::Occupied(mut e) => merge_pattern(e.get_mut(), p),
         }
     }
+    let mut patterns: Vec<PatternReport> = patterns.into_values().collect();
     link(&mut patterns, &findings);
     sort_patterns(&mut patterns);
 
-    let mut shapes: Vec<super::ShapeReport> = Vec::new();
-    for r in reports {
-        for s in &r.shapes {
-            match shapes.iter_mut().find(|t| t.id == s.id) {
-                None => shapes.push(s.clone()),
-                Some(t) => t.count += s.count,
-            }
-        }
+    let mut shapes: BTreeMap<&str, super::ShapeReport> = BTreeMap::new();
+    for s in reports.iter().flat_map(|r| &r.shapes) {
+        shapes
+            .entry(&s.id)
+            .and_modify(|t| t.count += s.count)
+            .or_insert_with(|| s.clone());
     }
+    let mut shapes: Vec<super::ShapeReport> = shapes.into_values().collect();
     shapes.sort_by(|a, b| b.count.cmp(&a.count).then(a.text.cmp(&b.text)));
 
     let mut counters = first.counters.clone();
@@ -209,10 +208,7 @@ fn merge_pattern(into: &mut PatternReport, from: &PatternReport) {
             let _ = h.record_n(*value, *count);
         }
         into.latency_us = Latency::of(&h);
-        into.latency_histogram = h
-            .iter_recorded()
-            .map(|v| [v.value_iterated_to(), v.count_at_value()])
-            .collect();
+        into.latency_histogram = buckets(&h);
     } else {
         // A report without buckets: the largest of each, an upper bound.
         let (a, b) = (&mut into.latency_us, &from.latency_us);
@@ -323,10 +319,7 @@ mod tests {
             round_trips: invocations * 2,
             round_trips_per_invocation: 2.0,
             latency_us: Latency::of(&h),
-            latency_histogram: h
-                .iter_recorded()
-                .map(|v| [v.value_iterated_to(), v.count_at_value()])
-                .collect(),
+            latency_histogram: buckets(&h),
             docs_returned: invocations,
             bytes_returned: 100 * invocations,
             errors: Default::default(),

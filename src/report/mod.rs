@@ -248,6 +248,14 @@ fn per_invocation(round_trips: u64, invocations: u64) -> f64 {
     (round_trips as f64 / invocations as f64 * 100.0).round() / 100.0
 }
 
+/// A latency histogram as the report carries it: `[value_us, count]`
+/// for each recorded bucket.
+fn buckets(h: &hdrhistogram::Histogram<u64>) -> Vec<[u64; 2]> {
+    h.iter_recorded()
+        .map(|v| [v.value_iterated_to(), v.count_at_value()])
+        .collect()
+}
+
 impl Latency {
     fn of(h: &hdrhistogram::Histogram<u64>) -> Latency {
         Latency {
@@ -298,11 +306,7 @@ impl Report {
                 round_trips: p.round_trips,
                 round_trips_per_invocation: per_invocation(p.round_trips, p.invocations),
                 latency_us: Latency::of(&p.latency),
-                latency_histogram: p
-                    .latency
-                    .iter_recorded()
-                    .map(|v| [v.value_iterated_to(), v.count_at_value()])
-                    .collect(),
+                latency_histogram: buckets(&p.latency),
                 docs_returned: p.docs_returned,
                 bytes_returned: p.bytes_returned,
                 errors: p
