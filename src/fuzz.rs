@@ -213,6 +213,8 @@ fn model(data: &[u8]) {
         let _ = (cmd.documents(), cmd.updates(), cmd.killed_cursors());
         let _ = cmd.shard_key();
         let s = shape::of_command(&cmd);
+        // The id computed without the text is the text's.
+        assert_eq!(shape::hash_of_command(&cmd), s.hash);
         // A data command's shape names its access pattern: never empty.
         // (Other commands may have any name, the empty one included; they
         // make no pattern.)

@@ -373,6 +373,11 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
             .value
     }
 
+    /// Read access, making the entry the most recently used.
+    pub fn get_refreshed(&mut self, key: &K) -> Option<&V> {
+        self.cache.get(key).map(|w| &w.value)
+    }
+
     /// Read access without refreshing recency.
     pub fn get(&self, key: &K) -> Option<&V> {
         self.cache.peek(key).map(|w| &w.value)

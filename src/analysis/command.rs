@@ -6,7 +6,7 @@
 //! Sensitive commands (authentication, user management) are recognised by
 //! name and never looked into.
 
-use crate::wire::bson_walk::Element;
+use crate::wire::bson_walk::{elements, Element};
 use crate::wire::{Message, OpMsg};
 use bson::{RawArray, RawBsonRef, RawDocument};
 
@@ -296,10 +296,16 @@ impl<'a> Command<'a> {
 
     /// `db.collection`, when the command names a collection.
     pub fn namespace(&self) -> Option<String> {
+        self.namespace_pieces().map(|p| p.concat())
+    }
+
+    /// [`Command::namespace`] in the pieces that make it, joined by
+    /// nothing (written without allocating where it is only hashed).
+    pub fn namespace_pieces(&self) -> Option<[&'a str; 3]> {
         if self.kind == Kind::ShardCollection {
-            return self.get_str(self.name).map(str::to_string);
+            return self.get_str(self.name).map(|full| [full, "", ""]);
         }
-        self.collection().map(|c| format!("{}.{}", self.db, c))
+        self.collection().map(|c| [self.db, ".", c])
     }
 
     fn doc(&self, key: &str) -> Option<&'a RawDocument> {
@@ -645,10 +651,17 @@ pub fn number(v: RawBsonRef<'_>) -> Option<i64> {
     }
 }
 
-/// What a reply says, read lazily.
+/// What a reply says: its top-level fields found in one walk over its
+/// bytes (not validated; each accessor reads only its own field).
 #[derive(Clone, Debug)]
 pub struct Reply<'a> {
     pub body: &'a RawDocument,
+    ok: Option<Element<'a>>,
+    code: Option<Element<'a>>,
+    n: Option<Element<'a>>,
+    write_errors: Option<Element<'a>>,
+    cursor: Option<Element<'a>>,
+    value: Option<Element<'a>>,
 }
 
 /// A cursor batch in a reply (`cursor.firstBatch` / `cursor.nextBatch`).
@@ -657,6 +670,19 @@ pub struct CursorBatch<'a> {
     pub id: i64,
     pub ns: Option<&'a str>,
     pub documents: Vec<&'a RawDocument>,
+}
+
+/// A walked element's number (int32, int64, finite double), as `number`.
+fn element_number(e: &Element<'_>) -> Option<i64> {
+    match e.element_type {
+        0x10 => Some(i32::from_le_bytes(e.value.get(..4)?.try_into().ok()?) as i64),
+        0x12 => Some(i64::from_le_bytes(e.value.get(..8)?.try_into().ok()?)),
+        0x01 => {
+            let d = f64::from_le_bytes(e.value.get(..8)?.try_into().ok()?);
+            d.is_finite().then_some(d as i64)
+        }
+        _ => None,
+    }
 }
 
 impl<'a> Reply<'a> {
@@ -668,63 +694,91 @@ impl<'a> Reply<'a> {
             Message::Reply(r) => r.documents().next()?,
             _ => return None,
         };
-        Some(Reply {
+        let mut reply = Reply {
             body: RawDocument::from_bytes(bytes).ok()?,
-        })
+            ok: None,
+            code: None,
+            n: None,
+            write_errors: None,
+            cursor: None,
+            value: None,
+        };
+        for e in elements(bytes).map_while(Result::ok) {
+            let slot = match e.key {
+                b"ok" => &mut reply.ok,
+                b"code" => &mut reply.code,
+                b"n" => &mut reply.n,
+                b"writeErrors" => &mut reply.write_errors,
+                b"cursor" => &mut reply.cursor,
+                b"value" => &mut reply.value,
+                _ => continue,
+            };
+            // The first of a repeated key, as `RawDocument::get` reads.
+            slot.get_or_insert(e);
+        }
+        Some(reply)
     }
 
     pub fn ok(&self) -> bool {
-        match self.body.get("ok").ok().flatten() {
-            Some(v) => number(v).map(|n| n != 0).unwrap_or(false) || v.as_bool() == Some(true),
+        match &self.ok {
+            Some(e) if e.element_type == 0x08 => e.value.first().is_some_and(|b| *b != 0),
+            Some(e) => element_number(e).is_some_and(|n| n != 0),
             None => false,
         }
     }
 
     /// The error code of a failed command.
     pub fn code(&self) -> Option<i32> {
-        self.body.get_i32("code").ok()
+        let e = self.code.as_ref().filter(|e| e.element_type == 0x10)?;
+        Some(i32::from_le_bytes(e.value.get(..4)?.try_into().ok()?))
+    }
+
+    /// The documents of `writeErrors`.
+    fn write_errors(&self) -> impl Iterator<Item = &'a [u8]> {
+        let array = self
+            .write_errors
+            .filter(|e| e.element_type == 0x04)
+            .map_or(&[][..], |e| e.value);
+        elements(array)
+            .map_while(Result::ok)
+            .filter(|e| e.element_type == 0x03)
+            .map(|e| e.value)
     }
 
     /// Which statements failed (`writeErrors[].index`), in order.
     pub fn write_error_indices(&self) -> Vec<usize> {
         let mut out: Vec<usize> = self
-            .body
-            .get_array("writeErrors")
-            .map(|a| {
-                a.into_iter()
-                    .flatten()
-                    .filter_map(RawBsonRef::as_document)
-                    .filter_map(|d| d.get("index").ok().flatten().and_then(number))
-                    .filter(|i| *i >= 0)
-                    .map(|i| i as usize)
-                    .collect()
+            .write_errors()
+            .filter_map(|d| {
+                elements(d)
+                    .map_while(Result::ok)
+                    .find(|e| e.key == b"index")
+                    .and_then(|e| element_number(&e))
             })
-            .unwrap_or_default();
+            .filter(|i| *i >= 0)
+            .map(|i| i as usize)
+            .collect();
         out.sort_unstable();
         out
     }
 
     /// Codes of per-statement write errors.
     pub fn write_error_codes(&self) -> Vec<i32> {
-        self.body
-            .get_array("writeErrors")
-            .map(|a| {
-                a.into_iter()
-                    .flatten()
-                    .filter_map(RawBsonRef::as_document)
-                    .filter_map(|d| d.get_i32("code").ok())
-                    .collect()
+        self.write_errors()
+            .filter_map(|d| {
+                let e = elements(d)
+                    .map_while(Result::ok)
+                    .find(|e| e.key == b"code")
+                    .filter(|e| e.element_type == 0x10)?;
+                Some(i32::from_le_bytes(e.value.get(..4)?.try_into().ok()?))
             })
-            .unwrap_or_default()
+            .collect()
     }
 
     pub fn cursor(&self) -> Option<CursorBatch<'a>> {
         // Walked on raw bytes: a batch can hold many documents, and only
         // their bounds are needed here.
-        use crate::wire::bson_walk::elements;
-        let cursor = elements(self.body.as_bytes())
-            .map_while(Result::ok)
-            .find(|e| e.key == b"cursor" && e.element_type == 0x03)?;
+        let cursor = self.cursor.filter(|e| e.element_type == 0x03)?;
         let mut batch = CursorBatch {
             id: 0,
             ns: None,
@@ -750,12 +804,13 @@ impl<'a> Reply<'a> {
 
     /// findAndModify's `value`.
     pub fn value(&self) -> Option<&'a RawDocument> {
-        self.body.get_document("value").ok()
+        let e = self.value.filter(|e| e.element_type == 0x03)?;
+        RawDocument::from_bytes(e.value).ok()
     }
 
     /// `n` of count and of write replies.
     pub fn n(&self) -> Option<i64> {
-        self.body.get("n").ok().flatten().and_then(number)
+        self.n.as_ref().and_then(element_number)
     }
 }
 
@@ -765,6 +820,14 @@ mod tests {
     use crate::analysis::shape;
     use crate::wire::{op_msg, Message};
     use bson::rawdoc;
+
+    /// A captured request's shape, checking that its id computed without
+    /// the text is the same.
+    fn shape_text(c: &Command<'_>) -> String {
+        let s = shape::of_command(c);
+        assert_eq!(shape::hash_of_command(c), s.hash);
+        s.text.to_string()
+    }
 
     fn with_command<T>(frame: &[u8], f: impl FnOnce(&Command<'_>) -> T) -> T {
         let msg = Message::parse(frame).unwrap();
@@ -835,7 +898,7 @@ mod tests {
             assert_eq!(c.limit(), Some(20));
             assert!(c.lsid().is_some());
             assert_eq!(
-                shape::of_command(c).text,
+                shape_text(c),
                 "find fixtures.posts {userId: ?string, n: {$gt: ?int}} project {title: 1, comments: {$slice: 10}} sort {createdAt: -1} limit"
             );
         });
@@ -854,7 +917,7 @@ mod tests {
                 "documents travel in a kind-1 section"
             );
             assert_eq!(c.documents().len(), 30);
-            assert_eq!(shape::of_command(c).text, "insert fixtures.posts");
+            assert_eq!(shape_text(c), "insert fixtures.posts");
         });
         with_reply(fixture!("pymongo-insert.reply"), |r| {
             assert_eq!((r.ok(), r.n()), (true, Some(30)))
@@ -868,7 +931,7 @@ mod tests {
             assert_eq!(u.len(), 1);
             assert!(u[0].upsert && !u[0].multi && u[0].is_operator_update());
             assert_eq!(
-                shape::of_command(c).text,
+                shape_text(c),
                 "update fixtures.posts {_id: ?int} {$push: {comments: {$each: [?object], $slice: -100}}, $inc: {commentCount: ?int}} upsert"
             );
         });
@@ -881,7 +944,7 @@ mod tests {
             assert_eq!(d.len(), 1);
             assert!(d[0].1, "delete_many has limit 0");
             assert_eq!(
-                shape::of_command(c).text,
+                shape_text(c),
                 "delete fixtures.posts {userId: ?string} multi"
             );
         });
@@ -889,7 +952,7 @@ mod tests {
             assert_eq!(c.kind, Kind::FindAndModify);
             assert_eq!(c.updates().len(), 1);
             assert_eq!(
-                shape::of_command(c).text,
+                shape_text(c),
                 "findAndModify fixtures.posts {_id: ?int} sort {_id: 1} update {$set: {title: ?string}}"
             );
         });
@@ -898,7 +961,7 @@ mod tests {
         });
         with_command(fixture!("pymongo-distinct"), |c| {
             assert_eq!(
-                shape::of_command(c).text,
+                shape_text(c),
                 "distinct fixtures.posts key userId {title: {$exists: true}}"
             );
         });
@@ -914,7 +977,7 @@ mod tests {
             assert_eq!(c.kind, Kind::Aggregate);
             assert_eq!(c.comment(), Some("Q2"));
             assert_eq!(c.pipeline().unwrap().into_iter().count(), 2);
-            assert!(shape::of_command(c).text.contains(r#"{$lookup: {from: "users", localField: "userId", foreignField: "_id", as: "author"}}"#));
+            assert!(shape_text(c).contains(r#"{$lookup: {from: "users", localField: "userId", foreignField: "_id", as: "author"}}"#));
         });
     }
 
@@ -943,7 +1006,7 @@ mod tests {
         });
         with_command(fixture!("node-find"), |c| {
             assert_eq!(
-                shape::of_command(c).text,
+                shape_text(c),
                 "find fixtures.nodeposts {a: {$in: [?int]}} project {a: 1}"
             );
         });
@@ -954,7 +1017,7 @@ mod tests {
             let u = c.updates();
             assert!(u[0].multi);
             assert_eq!(
-                shape::of_command(c).text,
+                shape_text(c),
                 "update fixtures.nodeposts {a: {$gte: ?int}} {$addToSet: {tags: ?string}} multi"
             );
         });
@@ -998,5 +1061,63 @@ mod tests {
         });
         let unknown = rawdoc! {"frobnicate": "c", "$db": "d"};
         with_command(&msg(unknown), |c| assert_eq!(c.kind, Kind::Other));
+    }
+
+    fn reply_of<T>(body: bson::RawDocumentBuf, f: impl FnOnce(&Reply<'_>) -> T) -> T {
+        let frame = op_msg::encode(2, 1, 0, body.as_bytes(), &[]);
+        let msg = Message::parse(&frame).unwrap();
+        f(&Reply::parse(&msg).unwrap())
+    }
+
+    #[test]
+    fn reply_fields_are_read_in_one_walk() {
+        for (ok, expected) in [
+            (bson::Bson::Double(1.0), true),
+            (bson::Bson::Int32(1), true),
+            (bson::Bson::Int64(0), false),
+            (bson::Bson::Boolean(true), true),
+            (bson::Bson::Double(f64::NAN), false),
+            (bson::Bson::String("1".into()), false),
+        ] {
+            let body = bson::RawDocumentBuf::try_from(&bson::doc! {"ok": ok.clone()}).unwrap();
+            assert_eq!(reply_of(body, |r| r.ok()), expected, "ok: {ok:?}");
+        }
+        assert!(!reply_of(rawdoc! {"n": 1}, |r| r.ok()), "no ok: not ok");
+        let write = rawdoc! {
+            "n": 3_i64, "writeErrors": [
+                {"index": 4, "code": 11000, "errmsg": "dup"},
+                {"index": 1_i64, "code": 121},
+                {"code": 2}
+            ], "ok": 1.0, "ok": 0
+        };
+        reply_of(write, |r| {
+            assert!(r.ok(), "the first of a repeated key");
+            assert_eq!(r.n(), Some(3));
+            assert_eq!(r.write_error_indices(), vec![1, 4]);
+            assert_eq!(r.write_error_codes(), vec![11000, 121, 2]);
+            assert_eq!(r.code(), None);
+            assert!(r.cursor().is_none() && r.value().is_none());
+        });
+        reply_of(
+            rawdoc! {"ok": 0.0, "code": 13, "errmsg": "unauthorized"},
+            |r| {
+                assert!(!r.ok());
+                assert_eq!(r.code(), Some(13));
+            },
+        );
+        reply_of(
+            rawdoc! {"value": {"_id": 1}, "lastErrorObject": {"n": 1}, "ok": 1},
+            |r| {
+                assert_eq!(r.value().unwrap().get_i32("_id").unwrap(), 1);
+                assert_eq!(r.n(), None, "only the top level's n");
+            },
+        );
+        reply_of(
+            rawdoc! {"cursor": {"id": 7_i64, "ns": "d.c", "firstBatch": [{"a": 1}, {"a": 2}]}, "ok": 1},
+            |r| {
+                let c = r.cursor().unwrap();
+                assert_eq!((c.id, c.ns, c.documents.len()), (7, Some("d.c"), 2));
+            },
+        );
     }
 }

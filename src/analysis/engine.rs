@@ -6,7 +6,7 @@
 //! workers in [`Knowledge`], behind one mutex that only the workers lock
 //! per message (readers: reports, the admin endpoints).
 
-use super::budget::{self, Charge, Pool};
+use super::budget::{self, Charge, Lru, Pool};
 use super::command::{Command, Kind, Reply};
 use super::findings::FindingEvent;
 use super::follow_ups;
@@ -101,6 +101,29 @@ struct Lead {
     _charge: Charge,
 }
 
+impl Lead {
+    /// A batch of the list: its cursor reply held unindexed while the pool
+    /// has room (its charge grows by the reply's bytes), else its
+    /// documents indexed now.
+    fn add(
+        &mut self,
+        pool: &Arc<Pool>,
+        at: Instant,
+        reply: Option<&Bytes>,
+        docs: &[&bson::RawDocument],
+    ) {
+        let held = reply.is_some_and(|r| !pool.full() && self.list.hold(at, r, docs.len()));
+        if held {
+            self._charge = Charge::new(
+                pool,
+                follow_ups::Lead::max_bytes(&self.list.origin) + self.list.held_bytes(),
+            );
+        } else {
+            self.list.add(at, docs);
+        }
+    }
+}
+
 /// Requests remembered per connection while awaiting replies; beyond this
 /// (a client that never reads its replies) the oldest are forgotten.
 const MAX_PENDING: usize = 1024;
@@ -111,6 +134,20 @@ const STALE: Duration = Duration::from_secs(600);
 const INVOCATION_IDLE: Duration = Duration::from_millis(500);
 /// Longest `comment` used as a pattern name.
 const MAX_PATTERN_NAME: usize = 80;
+/// Shapes (with their comment) whose pattern, shape text and namespace an
+/// engine keeps (see `Engine::origin_of`).
+const MAX_ORIGINS: usize = 2048;
+
+/// A comment cut to a pattern name.
+fn shorten(comment: &str) -> String {
+    comment.chars().take(MAX_PATTERN_NAME).collect()
+}
+
+/// What an entry of `Engine::origins` holds: its shared strings (charged
+/// whole although the knowledge store holds the same ones).
+fn origin_weight(_: &(u64, u64), (o, _): &(Origin, NamedBy)) -> usize {
+    o.pattern.len() + o.shape.text.len() + o.namespace.len() + budget::ENTRY_OVERHEAD
+}
 
 pub struct Engine {
     conns: FastMap<u64, ConnState>,
@@ -122,6 +159,8 @@ pub struct Engine {
     /// The sampling level the current message was taken under: one
     /// connection in 2^level was analysed (see `AnalysisQueue`).
     sampling: u8,
+    /// Data requests' origins by (shape id, comment hash).
+    origins: Lru<(u64, u64), (Origin, NamedBy)>,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -134,6 +173,7 @@ impl Engine {
             conns: FastMap::default(),
             knowledge,
             live,
+            origins: Lru::in_pool(MAX_ORIGINS, pool.clone(), origin_weight),
             pool,
             sampling: 0,
         }
@@ -196,40 +236,59 @@ impl Engine {
                     k.cursors.remove(&id);
                 }
             }
-            kind if kind.is_data() => {
-                let Some(namespace) = data_namespace(cmd) else {
+            // Learnt only once the server accepts it (see `reply`): a
+            // request that fails, is refused or is never answered (w: 0
+            // writes) changes no pattern, state or finding.
+            kind if kind.is_data() && expects_reply => {
+                let Some((origin, named_by)) = self.origin_of(cmd) else {
                     return;
                 };
-                let shape = shape::of_command(cmd);
-                let (pattern, named_by) = match cmd.comment() {
-                    Some(c) if !c.is_empty() => (
-                        c.chars().take(MAX_PATTERN_NAME).collect::<String>(),
-                        NamedBy::Comment,
-                    ),
-                    _ => (shape.text.clone(), NamedBy::Shape),
-                };
-                // Learnt only once the server accepts it (see `reply`): a
-                // request that fails, is refused or is never answered (w: 0
-                // writes) changes no pattern, state or finding.
-                if expects_reply {
-                    let origin = Origin {
-                        pattern,
-                        shape,
-                        namespace,
-                        partitioning: None,
-                        whole: cmd.returns_stored_documents(),
-                    };
-                    let mut pending = Pending::new(at, parsed, Some(origin), false);
-                    pending.learn = Some(named_by);
-                    self.remember(conn, request_id, pending);
-                }
+                let mut pending = Pending::new(at, parsed, Some(origin), false);
+                pending.learn = Some(named_by);
+                self.remember(conn, request_id, pending);
             }
             _ => {}
         }
     }
 
+    /// A data request's pattern, shape and namespace. What its shape
+    /// determines is kept per shape (and comment): a request of a shape
+    /// seen before costs one walk of its keys, hashing, and no allocation.
+    fn origin_of(&mut self, cmd: &Command<'_>) -> Option<(Origin, NamedBy)> {
+        let comment = cmd.comment().filter(|c| !c.is_empty());
+        let make = || -> Option<(Origin, NamedBy)> {
+            let namespace = data_namespace(cmd)?;
+            let shape = shape::of_command(cmd);
+            let (pattern, named_by) = match comment {
+                Some(c) => (Arc::from(shorten(c)), NamedBy::Comment),
+                None => (shape.text.clone(), NamedBy::Shape),
+            };
+            let origin = Origin {
+                pattern,
+                shape,
+                namespace: Arc::from(namespace),
+                partitioning: None,
+                whole: cmd.returns_stored_documents(),
+            };
+            Some((origin, named_by))
+        };
+        // bulkWrite's namespaces are not part of its shape.
+        if cmd.kind == Kind::BulkWrite {
+            return make();
+        }
+        let key = (
+            shape::hash_of_command(cmd),
+            comment.map_or(0, |c| shape::fnv1a(c.as_bytes())),
+        );
+        if let Some(known) = self.origins.get_refreshed(&key) {
+            return Some(known.clone());
+        }
+        let made = make()?;
+        Some(self.origins.get_or_insert_with(&key, || made).clone())
+    }
+
     /// Writes and the documents they carry; then the request hooks.
-    fn reply(&mut self, conn: u64, at: Instant, message: &Message<'_>, frame: &[u8]) {
+    fn reply(&mut self, conn: u64, at: Instant, message: &Message<'_>, frame: &Bytes) {
         let response_to = message.header().response_to;
         // A reply with no request waiting is normal: most commands
         // (hello, createIndexes, drop…) are not tracked for pairing.
@@ -263,7 +322,7 @@ impl Engine {
                 // known already, and nothing more.
                 let mut k = lock(&self.knowledge);
                 k.rejected_operations += 1;
-                if let Some(p) = k.patterns.patterns.map_get_mut(origin.pattern.as_str()) {
+                if let Some(p) = k.patterns.patterns.map_get_mut(&*origin.pattern) {
                     for code in &errors {
                         p.count_error(*code);
                     }
@@ -353,9 +412,10 @@ impl Engine {
                 l.list.origin.shape.hash == origin.shape.hash
                     && l.list.origin.namespace == origin.namespace
             });
+        let batch = cursor.as_ref().map(|_| frame);
         if extends {
             if let Some(lead) = state.lead.as_mut() {
-                lead.list.add(at, &docs);
+                lead.add(&self.pool, at, batch, &docs);
             }
         } else if !pending.getmore
             && !std::mem::take(&mut state.linked)
@@ -363,18 +423,18 @@ impl Engine {
             && cmd.as_ref().is_some_and(|c| follow_ups::is_list_read(c))
             && !self.pool.full()
         {
-            let mut list = follow_ups::Lead::new(at, origin.clone());
-            list.add(at, &docs);
-            state.lead = Some(Lead {
+            let mut lead = Lead {
                 _charge: Charge::new(&self.pool, follow_ups::Lead::max_bytes(&origin)),
-                list,
-            });
+                list: follow_ups::Lead::new(at, origin.clone()),
+            };
+            lead.add(&self.pool, at, batch, &docs);
+            state.lead = Some(lead);
         }
         let docs_n = docs.len() as u64;
         match state
             .current
             .as_mut()
-            .filter(|inv| inv.pattern == origin.pattern)
+            .filter(|inv| *inv.pattern == *origin.pattern)
         {
             Some(inv) => {
                 if pending.getmore && !pending.continuation {
@@ -475,15 +535,15 @@ impl Engine {
         // Where the application names its requests, a follow-up belongs to
         // the same request as the list (the next request's first read is
         // not a follow-up of the previous request's list).
-        if named_by == NamedBy::Comment && lead.origin.pattern != pattern {
+        if named_by == NamedBy::Comment && *lead.origin.pattern != *pattern {
             return None;
         }
         let link = lead.link(namespace, cmd.filter()?)?;
         state.linked = true;
         Some(FollowUp {
-            leading_pattern: lead.origin.pattern.clone(),
-            leading_shape: lead.origin.shape.text.clone(),
-            leading_namespace: lead.origin.namespace.clone(),
+            leading_pattern: lead.origin.pattern.to_string(),
+            leading_shape: lead.origin.shape.text.to_string(),
+            leading_namespace: lead.origin.namespace.to_string(),
             field: link.field,
             source_field: link.source_field,
             count: link.count,

@@ -16,13 +16,19 @@
 //!   Mongoose `populate` sends) — the fix, not the problem;
 //! - follow-ups may return any number of documents.
 //!
-//! Values are hashed inside wirelint; none is kept.
+//! Values are hashed inside wirelint; none is kept. The hashing waits
+//! until a query could follow up: a list's reply batches are held as they
+//! came (shared with the reply, not copied, charged to the connections
+//! pool) and indexed when the next find on the connection asks; most lists
+//! are never followed up and are never hashed.
 
 use super::budget::short_key;
-use super::command::{Command, Kind};
+use super::command::{Command, Kind, Reply};
 use super::knowledge::Origin;
 use super::state::value_hash;
+use crate::wire::Message;
 use bson::{RawBsonRef, RawDocument};
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -40,6 +46,9 @@ pub const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(2);
 const ARRAY_ELEMENTS: usize = 256;
 /// `$or` branches and `$in` values looked at in a follow-up's filter.
 const FILTER_VALUES: usize = 256;
+/// Reply bytes a list holds unindexed, at most; past this its batches are
+/// indexed as they come.
+pub const MAX_HELD_BYTES: usize = 1 << 20;
 
 /// The last list read on a connection.
 pub struct Lead {
@@ -54,6 +63,10 @@ pub struct Lead {
     /// (follow-up namespace, filter field, source field) → per-element
     /// follow-ups so far.
     follow_ups: FastMap<(String, String, String), u64>,
+    /// Reply batches not indexed yet, with the index of their first
+    /// document (see the module docs).
+    held: Vec<(Bytes, u32)>,
+    held_bytes: usize,
 }
 
 /// A per-element follow-up of a list.
@@ -79,11 +92,9 @@ pub fn is_list_read(cmd: &Command<'_>) -> bool {
 
 fn is_single_lookup(cmd: &Command<'_>) -> bool {
     matches!(cmd.limit(), Some(1) | Some(-1))
-        || cmd.filter().is_some_and(|f| {
-            super::partition::equality_paths(f)
-                .iter()
-                .any(|p| p == "_id")
-        })
+        || cmd
+            .filter()
+            .is_some_and(|f| super::partition::pins_by_equality(f, "_id"))
 }
 
 /// What one filter field asks for.
@@ -104,7 +115,51 @@ impl Lead {
             values: Vec::new(),
             fields: Vec::new(),
             follow_ups: FastMap::default(),
+            held: Vec::new(),
+            held_bytes: 0,
         }
+    }
+
+    /// Reply bytes held unindexed.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    /// Adds a batch of the list's `docs` documents by holding its `reply`
+    /// (a cursor reply: find, aggregate, getMore) until a query could
+    /// follow up; false (nothing done) when that would hold more than
+    /// [`MAX_HELD_BYTES`].
+    pub fn hold(&mut self, at: Instant, reply: &Bytes, docs: usize) -> bool {
+        if self.held_bytes + reply.len() > MAX_HELD_BYTES {
+            return false;
+        }
+        self.at = at;
+        self.held
+            .push((reply.clone(), self.docs.min(u32::MAX as u64) as u32));
+        self.held_bytes += reply.len();
+        self.docs += docs as u64;
+        true
+    }
+
+    /// Hashes the held batches' values (what `add` does as they come).
+    fn index_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        for (reply, first) in std::mem::take(&mut self.held) {
+            let Ok(message) = Message::parse(&reply) else {
+                continue;
+            };
+            let Some(cursor) = Reply::parse(&message).and_then(|r| r.cursor()) else {
+                continue;
+            };
+            for (i, doc) in cursor.documents.iter().enumerate() {
+                self.index(doc, first.saturating_add(i as u32));
+            }
+        }
+        self.held_bytes = 0;
+        self.values.sort_unstable();
+        self.values.dedup();
     }
 
     /// Bytes it may hold at most (charged while it lives).
@@ -124,25 +179,30 @@ impl Lead {
         for doc in docs {
             let index = self.docs.min(u32::MAX as u64) as u32;
             self.docs += 1;
-            for (k, v) in doc.iter().flatten() {
-                match v {
-                    RawBsonRef::Array(a) => {
-                        for e in a.into_iter().flatten().take(ARRAY_ELEMENTS) {
-                            self.keep(k.as_str(), e, index);
-                        }
-                    }
-                    // One level down: a DBRef's `$id`, `author: {id, name}`.
-                    RawBsonRef::Document(d) => {
-                        for (sub, e) in d.iter().flatten() {
-                            self.keep(&format!("{}.{}", k.as_str(), sub.as_str()), e, index);
-                        }
-                    }
-                    v => self.keep(k.as_str(), v, index),
-                }
-            }
+            self.index(doc, index);
         }
         self.values.sort_unstable();
         self.values.dedup();
+    }
+
+    /// Hashes one listed document's values (left unsorted).
+    fn index(&mut self, doc: &RawDocument, index: u32) {
+        for (k, v) in doc.iter().flatten() {
+            match v {
+                RawBsonRef::Array(a) => {
+                    for e in a.into_iter().flatten().take(ARRAY_ELEMENTS) {
+                        self.keep(k.as_str(), e, index);
+                    }
+                }
+                // One level down: a DBRef's `$id`, `author: {id, name}`.
+                RawBsonRef::Document(d) => {
+                    for (sub, e) in d.iter().flatten() {
+                        self.keep(&format!("{}.{}", k.as_str(), sub.as_str()), e, index);
+                    }
+                }
+                v => self.keep(k.as_str(), v, index),
+            }
+        }
     }
 
     fn keep(&mut self, field: &str, v: RawBsonRef<'_>, doc: u32) {
@@ -174,9 +234,10 @@ impl Lead {
     /// Links a query on `namespace` with `filter` to this list when it is a
     /// per-element follow-up (see the module docs).
     pub fn link(&mut self, namespace: &str, filter: &RawDocument) -> Option<Link> {
-        if namespace == self.origin.namespace {
+        if *namespace == *self.origin.namespace {
             return None;
         }
+        self.index_held();
         let (field, source) = asked(filter)
             .into_iter()
             .find_map(|a| self.one_element(&a).map(|s| (a.field, s)))?;
@@ -317,6 +378,55 @@ mod tests {
         let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
         l.add(Instant::now(), &refs);
         l
+    }
+
+    /// The same list, its replies held (two batches: a find and a
+    /// getMore) instead of indexed as they come.
+    fn held_lead(docs: &[bson::RawDocumentBuf]) -> Lead {
+        let mut l = lead(&[]);
+        for (i, batch) in docs.chunks(1).enumerate() {
+            let mut array = bson::RawArrayBuf::new();
+            for d in batch {
+                array.push(d.clone());
+            }
+            let cursor = if i == 0 {
+                rawdoc! {"id": 0_i64, "ns": "blog.posts", "firstBatch": array}
+            } else {
+                rawdoc! {"id": 0_i64, "ns": "blog.posts", "nextBatch": array}
+            };
+            let body = rawdoc! {"cursor": cursor, "ok": 1.0};
+            let frame = Bytes::from(crate::wire::op_msg::encode(2, 1, 0, body.as_bytes(), &[]));
+            assert!(l.hold(Instant::now(), &frame, batch.len()));
+        }
+        assert!(l.held_bytes() > 0);
+        l
+    }
+
+    #[test]
+    fn held_batches_link_like_indexed_ones() {
+        let mut l = held_lead(&posts());
+        assert_eq!(l.docs, 2);
+        let a = l.link("blog.users", &rawdoc! {"_id": 100}).unwrap();
+        assert_eq!(
+            (a.field.as_str(), a.source_field.as_str()),
+            ("_id", "authorId")
+        );
+        assert_eq!(l.held_bytes(), 0, "indexed when a query asked");
+        // The batch of every author (values of two documents) is not a
+        // follow-up; one post's tags are.
+        assert_eq!(
+            l.link("blog.users", &rawdoc! {"_id": {"$in": [100, 101]}}),
+            None
+        );
+        assert_eq!(
+            l.link("blog.tags", &rawdoc! {"_id": {"$in": [8, 9]}})
+                .unwrap()
+                .source_field,
+            "tagIds"
+        );
+        // Past the cap, a batch is refused (the caller indexes it).
+        let big = Bytes::from(vec![0u8; MAX_HELD_BYTES + 1]);
+        assert!(!l.hold(Instant::now(), &big, 1));
     }
 
     fn posts() -> Vec<bson::RawDocumentBuf> {

@@ -11,14 +11,15 @@ use super::patterns::PatternTable;
 use super::rule::{Rule, RuleContext, RuleSettings};
 use super::shape::Shape;
 use super::state::{Caps, Namespaces};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Where a cursor (and so its getMores) came from.
 #[derive(Clone, Debug)]
 pub struct Origin {
-    pub pattern: String,
+    pub pattern: Arc<str>,
     pub shape: Shape,
-    pub namespace: String,
+    pub namespace: Arc<str>,
     pub partitioning: Option<Partitioning>,
     /// Whether its replies (and its cursor's getMores) carry whole stored
     /// documents: a find or findAndModify without projection, a pipeline

@@ -388,15 +388,31 @@ fn by_pins(pins: &[Option<Pin>], kind: KeyKind) -> Partitioning {
 /// The paths a filter pins by equality (top level and `$and` branches):
 /// the candidate partition keys this operation would be single on.
 pub fn equality_paths(filter: &RawDocument) -> Vec<String> {
-    let mut out = Vec::new();
-    walk_pins(filter, 0, &mut |path, pin| {
-        if pin == Pin::Eq {
-            out.push(path.to_string())
-        }
-    });
+    let mut paths = Vec::new();
+    equality_paths_into(filter, &mut paths);
+    let mut out: Vec<String> = paths.into_iter().map(str::to_string).collect();
     out.sort();
     out.dedup();
     out
+}
+
+/// Whether a filter pins `path` by equality (one of [`equality_paths`]).
+pub fn pins_by_equality(filter: &RawDocument, path: &str) -> bool {
+    let mut pinned = false;
+    walk_pins_of(filter, Some(path), 0, &mut |_, pin| {
+        pinned |= pin == Pin::Eq
+    });
+    pinned
+}
+
+/// [`equality_paths`] appended to `out` as borrowed, unsorted (nothing
+/// allocated but `out`'s growth).
+pub fn equality_paths_into<'a>(filter: &'a RawDocument, out: &mut Vec<&'a str>) {
+    walk_pins(filter, 0, &mut |path, pin| {
+        if pin == Pin::Eq {
+            out.push(path)
+        }
+    });
 }
 
 /// The filters of a read, update or delete (an aggregate's first `$match`).
@@ -422,10 +438,8 @@ pub fn filters<'a>(cmd: &Command<'a>) -> Vec<&'a RawDocument> {
 /// How `path` is pinned by `filter` (directly or in an `$and` branch).
 fn pinned(filter: &RawDocument, path: &str) -> Option<Pin> {
     let mut best: Option<Pin> = None;
-    walk_pins(filter, 0, &mut |p, pin| {
-        if p == path {
-            best = Some(best.map_or(pin, |b| b.min(pin)));
-        }
+    walk_pins_of(filter, Some(path), 0, &mut |_, pin| {
+        best = Some(best.map_or(pin, |b| b.min(pin)));
     });
     best
 }
@@ -438,6 +452,17 @@ const MAX_FILTER_DEPTH: usize = 32;
 /// Calls `f` with each field path the filter pins at its top level or in
 /// `$and` branches, and how: the one walk both questions above share.
 fn walk_pins<'a>(filter: &'a RawDocument, depth: usize, f: &mut impl FnMut(&'a str, Pin)) {
+    walk_pins_of(filter, None, depth, f)
+}
+
+/// [`walk_pins`], looking only at `only` when given (other fields' values
+/// are not read).
+fn walk_pins_of<'a>(
+    filter: &'a RawDocument,
+    only: Option<&str>,
+    depth: usize,
+    f: &mut impl FnMut(&'a str, Pin),
+) {
     if depth > MAX_FILTER_DEPTH {
         return;
     }
@@ -445,10 +470,10 @@ fn walk_pins<'a>(filter: &'a RawDocument, depth: usize, f: &mut impl FnMut(&'a s
         match (k.as_str(), v) {
             ("$and", RawBsonRef::Array(a)) => {
                 for branch in a.into_iter().flatten().filter_map(RawBsonRef::as_document) {
-                    walk_pins(branch, depth + 1, f);
+                    walk_pins_of(branch, only, depth + 1, f);
                 }
             }
-            (k, v) if !k.starts_with('$') => {
+            (k, v) if !k.starts_with('$') && only.is_none_or(|o| o == k) => {
                 if let Some(pin) = value_pin(v) {
                     f(k, pin)
                 }

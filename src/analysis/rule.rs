@@ -197,7 +197,7 @@ impl FindingDraft {
             subject: subject.into(),
             severity,
             pattern: Some(op.pattern.to_string()),
-            shape: Some(op.shape.text.clone()),
+            shape: Some(op.shape.text.to_string()),
             message,
             evidence,
         }

@@ -13,11 +13,14 @@
 use super::command::{Command, Kind};
 use bson::{RawArray, RawBsonRef, RawDocument};
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// A normalized operation and its stable id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Shape {
-    pub text: String,
+    /// Shared: every pending request, cursor and list of its shape holds
+    /// it, so copies are a reference count, not an allocation.
+    pub text: Arc<str>,
     pub hash: u64,
 }
 
@@ -34,9 +37,11 @@ impl Shape {
             }
             text.truncate(cut);
             text.push('…');
-            text.shrink_to_fit();
         }
-        Shape { hash, text }
+        Shape {
+            hash,
+            text: Arc::from(text),
+        }
     }
 
     /// The id shown to users: 16 hex digits, stable across runs and hosts.
@@ -68,13 +73,72 @@ const MAX_DEPTH: usize = 12;
 /// Elements of a literal array or pipeline shown before `…`.
 const MAX_ITEMS: usize = 16;
 
+/// Where a shape is written: its text (a `String`), or only its id
+/// ([`Fnv`]), computed from the same calls so the two always agree.
+pub trait Sink: Write {
+    fn push(&mut self, c: char);
+    fn push_str(&mut self, t: &str);
+}
+
+impl Sink for String {
+    fn push(&mut self, c: char) {
+        String::push(self, c)
+    }
+    fn push_str(&mut self, t: &str) {
+        String::push_str(self, t)
+    }
+}
+
+/// A shape's id without its text: FNV-1a over the bytes the text would
+/// have, so `Fnv` and [`Shape::new`] give the same hash; nothing is
+/// allocated.
+pub struct Fnv(pub u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(FNV1A_START)
+    }
+}
+
+impl Write for Fnv {
+    fn write_str(&mut self, t: &str) -> std::fmt::Result {
+        self.0 = fnv1a_continue(self.0, t.as_bytes());
+        Ok(())
+    }
+}
+
+impl Sink for Fnv {
+    fn push(&mut self, c: char) {
+        let mut utf8 = [0u8; 4];
+        self.0 = fnv1a_continue(self.0, c.encode_utf8(&mut utf8).as_bytes());
+    }
+    fn push_str(&mut self, t: &str) {
+        self.0 = fnv1a_continue(self.0, t.as_bytes());
+    }
+}
+
 /// The shape of an operation: command, namespace and its normalized parts.
 pub fn of_command(cmd: &Command<'_>) -> Shape {
     let mut s = String::with_capacity(96);
+    write_command(cmd, &mut s);
+    Shape::new(s)
+}
+
+/// The id of [`of_command`]'s shape (`of_command(cmd).hash`), computed
+/// without building its text: what a request of a known shape costs.
+pub fn hash_of_command(cmd: &Command<'_>) -> u64 {
+    let mut h = Fnv::default();
+    write_command(cmd, &mut h);
+    h.0
+}
+
+fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
     s.push_str(cmd.name);
-    if let Some(ns) = cmd.namespace() {
+    if let Some(pieces) = cmd.namespace_pieces() {
         s.push(' ');
-        s.push_str(&ns);
+        for p in pieces {
+            s.push_str(p);
+        }
     }
     match cmd.kind {
         Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => {
@@ -85,16 +149,16 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
             }
             s.push(' ');
             match cmd.filter() {
-                Some(f) => filter(f, &mut s, 0),
+                Some(f) => filter(f, s, 0),
                 None => s.push_str("{}"),
             }
             if let Some(p) = cmd.projection() {
                 s.push_str(" project ");
-                projection(p, &mut s, 0);
+                projection(p, s, 0);
             }
             if let Some(o) = cmd.sort() {
                 s.push_str(" sort ");
-                literal_doc(o, &mut s, 0);
+                literal_doc(o, s, 0);
             }
             if cmd.limit().is_some() {
                 s.push_str(" limit");
@@ -108,7 +172,7 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
                 }
                 for u in cmd.updates() {
                     s.push_str(" update ");
-                    update(u.update, u.pipeline, &mut s);
+                    update(u.update, u.pipeline, s);
                     if u.upsert {
                         s.push_str(" upsert");
                     }
@@ -118,7 +182,7 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
         Kind::Aggregate => {
             s.push(' ');
             match cmd.pipeline() {
-                Some(p) => pipeline(p, &mut s, 0),
+                Some(p) => pipeline(p, s, 0),
                 None => s.push_str("[]"),
             }
         }
@@ -127,11 +191,11 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
             if let Some(u) = updates.first() {
                 s.push(' ');
                 match u.filter {
-                    Some(f) => filter(f, &mut s, 0),
+                    Some(f) => filter(f, s, 0),
                     None => s.push_str("{}"),
                 }
                 s.push(' ');
-                update(u.update, u.pipeline, &mut s);
+                update(u.update, u.pipeline, s);
                 if u.array_filters.is_some() {
                     s.push_str(" arrayFilters");
                 }
@@ -146,7 +210,7 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
         Kind::Delete => {
             if let Some((q, many)) = cmd.deletes().first() {
                 s.push(' ');
-                filter(q, &mut s, 0);
+                filter(q, s, 0);
                 if *many {
                     s.push_str(" multi");
                 }
@@ -160,11 +224,10 @@ pub fn of_command(cmd: &Command<'_>) -> Shape {
             RawBsonRef::String(name) => {
                 let _ = write!(s, "{name:?}");
             }
-            RawBsonRef::Document(d) => literal_doc(d, &mut s, 0),
+            RawBsonRef::Document(d) => literal_doc(d, s, 0),
             other => s.push_str(type_name(other)),
         }
     }
-    Shape::new(s)
 }
 
 /// A BSON value's type, as shapes write it.
@@ -198,7 +261,7 @@ fn is_operator_doc(d: &RawDocument) -> bool {
     matches!(d.iter().next(), Some(Ok((k, _))) if k.as_str().starts_with('$'))
 }
 
-fn key(s: &mut String, k: &str) {
+fn key<S: Sink>(s: &mut S, k: &str) {
     let plain = !k.is_empty()
         && k.chars()
             .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '.'));
@@ -211,10 +274,10 @@ fn key(s: &mut String, k: &str) {
 
 /// Writes `{k: …, k: …}`: braces, separators and keys; `value` writes each
 /// value. A malformed element ends the document with `…`.
-fn fields<'a>(
+fn fields<'a, S: Sink>(
     d: &'a RawDocument,
-    s: &mut String,
-    mut value: impl FnMut(&'a str, RawBsonRef<'a>, &mut String),
+    s: &mut S,
+    mut value: impl FnMut(&'a str, RawBsonRef<'a>, &mut S),
 ) {
     s.push('{');
     for (i, element) in d.iter().enumerate() {
@@ -233,11 +296,11 @@ fn fields<'a>(
 }
 
 /// Writes `[…, …]`, at most `max` items then `…`.
-fn items<'a>(
+fn items<'a, S: Sink>(
     a: &'a RawArray,
-    s: &mut String,
+    s: &mut S,
     max: usize,
-    mut item: impl FnMut(RawBsonRef<'a>, &mut String),
+    mut item: impl FnMut(RawBsonRef<'a>, &mut S),
 ) {
     s.push('[');
     for (i, element) in a.into_iter().enumerate() {
@@ -256,7 +319,7 @@ fn items<'a>(
     s.push(']');
 }
 
-fn number_or_type(v: RawBsonRef<'_>, s: &mut String) {
+fn number_or_type<S: Sink>(v: RawBsonRef<'_>, s: &mut S) {
     match super::command::number(v) {
         Some(n) => {
             let _ = write!(s, "{n}");
@@ -266,7 +329,7 @@ fn number_or_type(v: RawBsonRef<'_>, s: &mut String) {
 }
 
 /// A query filter: field → value (typed) or operator document.
-pub fn filter(d: &RawDocument, s: &mut String, depth: usize) {
+pub fn filter<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
@@ -286,7 +349,7 @@ pub fn filter(d: &RawDocument, s: &mut String, depth: usize) {
 }
 
 /// `{$gt: 5, $lt: 9}`, `{$in: [...]}`, `{$elemMatch: {...}}`, ...
-fn operators(d: &RawDocument, s: &mut String, depth: usize) {
+fn operators<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
@@ -314,18 +377,30 @@ fn operators(d: &RawDocument, s: &mut String, depth: usize) {
 }
 
 /// An array literal written as the sorted set of its element types.
-fn collapsed(a: &RawArray, s: &mut String) {
-    let mut types: Vec<&str> = a.into_iter().flatten().map(type_name).collect();
-    types.sort_unstable();
-    types.dedup();
+fn collapsed<S: Sink>(a: &RawArray, s: &mut S) {
+    // At most 21 distinct type names: a set on the stack, no allocation.
+    let mut types = [""; 24];
+    let mut n = 0;
+    for t in a.into_iter().flatten().map(type_name) {
+        if n < types.len() && !types[..n].contains(&t) {
+            types[n] = t;
+            n += 1;
+        }
+    }
+    types[..n].sort_unstable();
     s.push('[');
-    s.push_str(&types.join(", "));
+    for (i, t) in types[..n].iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(t);
+    }
     s.push(']');
 }
 
 /// Sort and index specs, and `$lookup`'s names: the application's own
 /// constants, kept as written (strings quoted, numbers as numbers).
-fn literal_doc(d: &RawDocument, s: &mut String, depth: usize) {
+fn literal_doc<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
@@ -348,7 +423,7 @@ fn literal_doc(d: &RawDocument, s: &mut String, depth: usize) {
 
 /// A projection: inclusion flags and `$slice` counts kept, `$elemMatch`
 /// as a filter, expressions typed.
-fn projection(d: &RawDocument, s: &mut String, depth: usize) {
+fn projection<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
     fields(d, s, |_, v, s| match v {
         RawBsonRef::Int32(_)
         | RawBsonRef::Int64(_)
@@ -376,7 +451,7 @@ fn projection(d: &RawDocument, s: &mut String, depth: usize) {
 
 /// An aggregation expression: field paths and operator names kept,
 /// literals typed.
-fn expression(v: RawBsonRef<'_>, s: &mut String, depth: usize) {
+fn expression<S: Sink>(v: RawBsonRef<'_>, s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
@@ -395,7 +470,7 @@ fn expression(v: RawBsonRef<'_>, s: &mut String, depth: usize) {
 }
 
 /// An aggregation pipeline, stage by stage.
-pub fn pipeline(p: &RawArray, s: &mut String, depth: usize) {
+pub fn pipeline<S: Sink>(p: &RawArray, s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
@@ -426,7 +501,7 @@ pub fn pipeline(p: &RawArray, s: &mut String, depth: usize) {
     });
 }
 
-fn lookup(l: &RawDocument, s: &mut String, depth: usize) {
+fn lookup<S: Sink>(l: &RawDocument, s: &mut S, depth: usize) {
     fields(l, s, |k, v, s| match (k, v) {
         ("from" | "localField" | "foreignField" | "as", RawBsonRef::String(t)) => {
             let _ = write!(s, "{t:?}");
@@ -440,7 +515,7 @@ fn lookup(l: &RawDocument, s: &mut String, depth: usize) {
 /// An update: operators with their fields typed (`$push` `$each` lists
 /// collapsed, `$slice`/`$position`/`$sort` kept), a pipeline, or a
 /// replacement document typed field by field.
-fn update(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut String) {
+fn update<S: Sink>(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut S) {
     if let Some(p) = pipe {
         pipeline(p, s, 1);
         return;
@@ -463,7 +538,7 @@ fn update(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut String) {
     });
 }
 
-fn update_modifiers(m: &RawDocument, s: &mut String) {
+fn update_modifiers<S: Sink>(m: &RawDocument, s: &mut S) {
     fields(m, s, |k, v, s| match (k, v) {
         ("$each" | "$in", RawBsonRef::Array(a)) => collapsed(a, s),
         ("$slice" | "$position", v) => number_or_type(v, s),
@@ -475,7 +550,7 @@ fn update_modifiers(m: &RawDocument, s: &mut String) {
 }
 
 /// A document's top-level fields with their types.
-pub fn typed_doc(d: &RawDocument, s: &mut String) {
+pub fn typed_doc<S: Sink>(d: &RawDocument, s: &mut S) {
     let mut n = 0;
     fields(d, s, |_, v, s| {
         n += 1;
@@ -496,7 +571,10 @@ mod tests {
     fn shape(body: bson::RawDocumentBuf) -> String {
         let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
         let msg = Message::parse(&frame).unwrap();
-        of_command(&Command::parse(&msg).unwrap()).text
+        let cmd = Command::parse(&msg).unwrap();
+        let shape = of_command(&cmd);
+        assert_eq!(hash_of_command(&cmd), shape.hash, "the id without the text");
+        shape.text.to_string()
     }
 
     #[test]

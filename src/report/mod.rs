@@ -281,7 +281,7 @@ impl Report {
             .iter()
             .map(|(_, s)| ShapeReport {
                 id: s.shape.id(),
-                text: s.shape.text.clone(),
+                text: s.shape.text.to_string(),
                 command: s.command.clone(),
                 namespace: s.namespace.clone(),
                 count: s.count,

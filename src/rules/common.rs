@@ -102,6 +102,16 @@ impl<K: Ord + Weight, V: Weight> RuleTable<K, V> {
         self.map.insert(key, value);
     }
 
+    /// An entry, mutable in place, found by a borrowed key (no key built
+    /// to look it up). Its charge stays what it was at insertion.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.map.get_mut(key)
+    }
+
     /// Every entry, values mutable in place.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
         self.map.iter_mut()
@@ -306,7 +316,7 @@ impl CrossPartitionCounts {
         );
         cx.report(
             meta,
-            FindingDraft::about(op, op.shape.text.clone(), severity, message, evidence),
+            FindingDraft::about(op, op.shape.text.to_string(), severity, message, evidence),
         );
     }
 }

@@ -13,7 +13,8 @@
 use super::common::RuleTable;
 use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::budget::Weight;
-use crate::analysis::partition::{equality_paths, filters, Partitioning};
+use crate::analysis::partition::{equality_paths_into, filters, Partitioning};
+use crate::analysis::shape::{fnv1a_continue, FNV1A_START};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,8 +81,9 @@ struct Workload {
     operations: u64,
     reads: Distribution,
     writes: Distribution,
-    /// Equality paths of an operation → how many operations had them.
-    sets: RuleTable<Vec<String>, u64>,
+    /// Equality paths of an operation (by a hash of the sorted set) →
+    /// the set and how many operations had it.
+    sets: RuleTable<u64, (Vec<String>, u64)>,
     last_message: String,
 }
 
@@ -107,7 +109,12 @@ impl Rule for PartitionKeyAdvice {
         if filters.is_empty() && !op.cmd.kind.is_read() {
             return;
         }
-        let w = self.namespaces.entry(op.namespace.to_string(), cx.pool);
+        if self.namespaces.get_mut(op.namespace).is_none() {
+            self.namespaces.entry(op.namespace.to_string(), cx.pool);
+        }
+        let Some(w) = self.namespaces.get_mut(op.namespace) else {
+            return;
+        };
         w.operations += 1;
         if let Some(how) = op.partitioning {
             if op.cmd.kind.is_read() {
@@ -116,11 +123,21 @@ impl Rule for PartitionKeyAdvice {
                 w.writes.count(how);
             }
         }
-        let mut paths: Vec<String> = filters.into_iter().flat_map(equality_paths).collect();
-        paths.sort();
+        // The set's strings are built only the first time it is seen.
+        let mut paths: Vec<&str> = Vec::new();
+        for f in &filters {
+            equality_paths_into(f, &mut paths);
+        }
+        paths.sort_unstable();
         paths.dedup();
-        if w.sets.contains_key(&paths) || w.sets.len() < MAX_SETS {
-            *w.sets.entry(paths, cx.pool) += 1;
+        let id = paths.iter().fold(FNV1A_START, |h, p| {
+            fnv1a_continue(fnv1a_continue(h, p.as_bytes()), &[0])
+        });
+        if let Some((_, n)) = w.sets.get_mut(&id) {
+            *n += 1;
+        } else if w.sets.len() < MAX_SETS {
+            let set = paths.iter().map(|p| p.to_string()).collect();
+            w.sets.insert(id, (set, 1), cx.pool);
         }
     }
 
@@ -138,14 +155,18 @@ impl Rule for PartitionKeyAdvice {
             let score = |key: &[String]| -> f64 {
                 let hits: u64 = w
                     .sets
-                    .iter()
+                    .values()
                     .filter(|(set, _)| key.iter().all(|k| set.contains(k)))
                     .map(|(_, n)| n)
                     .sum();
                 hits as f64 / w.operations as f64
             };
-            let candidates: BTreeSet<&String> =
-                w.sets.keys().flatten().filter(|p| *p != "_id").collect();
+            let candidates: BTreeSet<&String> = w
+                .sets
+                .values()
+                .flat_map(|(set, _)| set)
+                .filter(|p| *p != "_id")
+                .collect();
             let Some((best, best_score)) = candidates
                 .iter()
                 .map(|c| ((*c).clone(), score(std::slice::from_ref(*c))))

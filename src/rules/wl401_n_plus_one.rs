@@ -80,7 +80,7 @@ impl Rule for NPlusOne {
         let mut evidence = BTreeMap::new();
         evidence.insert("leading_shape".into(), json!(f.leading_shape));
         evidence.insert("leading_pattern".into(), json!(f.leading_pattern));
-        evidence.insert("follow_up_shape".into(), json!(op.shape.text));
+        evidence.insert("follow_up_shape".into(), json!(&*op.shape.text));
         evidence.insert("linking_field".into(), json!(f.field));
         evidence.insert("source_field".into(), json!(f.source_field));
         evidence.insert("follow_ups_per_list".into(), json!(most));

@@ -54,7 +54,7 @@ impl Rule for ChattyRequest {
             let sequence: Vec<String> = p
                 .sequence
                 .iter()
-                .filter_map(|h| cx.patterns.shapes.get(h).map(|s| s.shape.text.clone()))
+                .filter_map(|h| cx.patterns.shapes.get(h).map(|s| s.shape.text.to_string()))
                 .collect();
             let summary = format!("{per_call:.1}");
             if self.reported.get(name) == Some(&summary) {

@@ -94,7 +94,7 @@ impl Rule for HotEmbeddedData {
                 subject: subject.clone(),
                 severity,
                 pattern: Some(op.pattern.to_string()),
-                shape: Some(op.shape.text.clone()),
+                shape: Some(op.shape.text.to_string()),
                 message: format!(
                     "embedded `{subject}` updated in many documents at once: {updates} updates touched {touched} documents"
                 ),
