@@ -5,6 +5,8 @@
 //! scripts/bench.sh    # or: cargo bench --bench proxy -- [--seconds 2] [--rounds 2]
 //!                     #   [--conns 1,16,64,256] [--ferretdb-conns 1,16,64]
 //!                     #   [--no-ferretdb] [--scale 9000]
+//!                     #   [--workloads ping,find,insert,cursor,read,mixed]
+//!                     #   [--go] [--idle]
 //! ```
 //!
 //! Targets, interleaved round by round (A B C D A B C D …) so machine drift
@@ -581,6 +583,15 @@ async fn load(
     total
 }
 
+/// Whether `--workloads` (names' first words, comma-separated: `find,insert`)
+/// keeps `w`; all by default.
+fn chosen(w: Workload) -> bool {
+    arg("--workloads").is_none_or(|list| {
+        list.split(',')
+            .any(|first| w.name().split(' ').next() == Some(first.trim()))
+    })
+}
+
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
@@ -592,6 +603,115 @@ struct Target {
     name: &'static str,
     addr: SocketAddr,
     proc: Option<Proc>,
+}
+
+/// The targets in front of `addr`, direct first (socat and mongobetween
+/// only with `all`); peers that cannot run are added to `missing`.
+fn targets(addr: SocketAddr, all: bool, missing: &mut Vec<&'static str>) -> Vec<Target> {
+    let mut targets = vec![Target {
+        name: "direct",
+        addr,
+        proc: None,
+    }];
+    let mut add = |name, proc: Option<Proc>, why| match proc {
+        Some(p) => targets.push(Target {
+            name,
+            addr: p.1,
+            proc: Some(p),
+        }),
+        None => missing.push(why),
+    };
+    if all {
+        add("tcp-relay", relay(addr), "tcp-relay (socat not installed)");
+    }
+    add("haproxy", haproxy(addr), "haproxy (not installed)");
+    add("wirelint-off", Some(wirelint(addr, false)), "");
+    add("wirelint-on", Some(wirelint(addr, true)), "");
+    if all {
+        add(
+            "mongobetween",
+            mongobetween(addr),
+            "mongobetween (not installed)",
+        );
+    }
+    targets
+}
+
+/// `--go`: find and insert through the official Go driver
+/// (benches/go-load, built here with `go build`), against the responder,
+/// interleaved over direct, HAProxy and wirelint; proxy CPU as above.
+async fn go_driver(
+    responder: SocketAddr,
+    conns: &[usize],
+    rounds: usize,
+    seconds: f64,
+    warmup: Duration,
+    missing: &mut Vec<&'static str>,
+) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let binary = format!("{root}/target/go-load");
+    let built = Command::new("go")
+        .args(["build", "-o", &binary, "."])
+        .current_dir(format!("{root}/benches/go-load"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        missing.push("the Go driver generator (go build benches/go-load failed)");
+        return;
+    }
+    println!();
+    println!("Go driver generator (go.mongodb.org/mongo-driver/v2, one process, closed loop), responder backend:");
+    let targets = targets(responder, false, missing);
+    for (workload, arg) in [
+        (Workload::FindOne, "find"),
+        (Workload::Insert1KiB, "insert"),
+    ] {
+        if !chosen(workload) {
+            continue;
+        }
+        for &n in conns.iter().filter(|&&n| n > 1) {
+            let mut sums: Vec<Measured> = targets.iter().map(|_| Measured::default()).collect();
+            for _ in 0..rounds {
+                for (i, t) in targets.iter().enumerate() {
+                    let before = t.proc.as_ref().and_then(Proc::cpu);
+                    let uri = format!("mongodb://{}/?directConnection=true", t.addr);
+                    let run = Command::new(&binary)
+                        .args(["-uri", &uri, "-workload", arg, "-conns", &n.to_string()])
+                        .args(["-seconds", &seconds.to_string()])
+                        .args(["-warmup", &warmup.as_secs_f64().to_string()])
+                        .stderr(Stdio::inherit())
+                        .output();
+                    let after = t.proc.as_ref().and_then(Proc::cpu);
+                    let Some(mut m) = run.ok().and_then(|o| go_measured(&o.stdout)) else {
+                        println!("go-load failed against {}", t.name);
+                        continue;
+                    };
+                    if let (Some(before), Some(after)) = (before, after) {
+                        let share = seconds / (seconds + warmup.as_secs_f64());
+                        m.cpu = (after - before).mul_f64(share);
+                    }
+                    sums[i].add(m);
+                }
+            }
+            print_rows("responder", workload, n, &targets, &sums);
+        }
+    }
+}
+
+/// go-load's JSON line as a measurement.
+fn go_measured(stdout: &[u8]) -> Option<Measured> {
+    let v: serde_json::Value = serde_json::from_slice(stdout).ok()?;
+    let mut latency = histogram();
+    for pair in v["latency_us"].as_array()? {
+        let (us, n) = (pair[0].as_u64()?, pair[1].as_u64()?);
+        latency.record_n(us.max(1), n).ok()?;
+    }
+    Some(Measured {
+        ops: v["ops"].as_u64()?,
+        seconds: v["seconds"].as_f64()?,
+        cpu: Duration::ZERO,
+        latency: Some(latency),
+    })
 }
 
 /// One row per target: the figures, then ratios to direct and to the relay.
@@ -769,49 +889,13 @@ async fn bench() {
     println!("(×relay and cpu×relay: against HAProxy in TCP mode when it runs, else socat)");
     let mut missing_peers = Vec::new();
     for (backend, addr) in &backends {
-        let mut targets = vec![Target {
-            name: "direct",
-            addr: *addr,
-            proc: None,
-        }];
-        match relay(*addr) {
-            Some(p) => targets.push(Target {
-                name: "tcp-relay",
-                addr: p.1,
-                proc: Some(p),
-            }),
-            None => missing_peers.push("tcp-relay (socat not installed)"),
-        }
-        match haproxy(*addr) {
-            Some(p) => targets.push(Target {
-                name: "haproxy",
-                addr: p.1,
-                proc: Some(p),
-            }),
-            None => missing_peers.push("haproxy (not installed)"),
-        }
-        for (name, analysis) in [("wirelint-off", false), ("wirelint-on", true)] {
-            let p = wirelint(*addr, analysis);
-            targets.push(Target {
-                name,
-                addr: p.1,
-                proc: Some(p),
-            });
-        }
-        match mongobetween(*addr) {
-            Some(p) => targets.push(Target {
-                name: "mongobetween",
-                addr: p.1,
-                proc: Some(p),
-            }),
-            None => missing_peers.push("mongobetween (not installed)"),
-        }
+        let targets = targets(*addr, true, &mut missing_peers);
         let conns = if *backend == "ferretdb" {
             &ferretdb_conns
         } else {
             &conns
         };
-        for workload in WORKLOADS {
+        for workload in WORKLOADS.into_iter().filter(|w| chosen(*w)) {
             for &n in conns {
                 let mut sums: Vec<Measured> = targets.iter().map(|_| Measured::default()).collect();
                 for _ in 0..rounds {
@@ -832,6 +916,17 @@ async fn bench() {
             }
         }
     }
+    if std::env::args().any(|a| a == "--go") {
+        go_driver(
+            responder.1,
+            &conns,
+            rounds,
+            seconds,
+            warmup,
+            &mut missing_peers,
+        )
+        .await;
+    }
     missing_peers.dedup();
     for m in missing_peers {
         println!("not measured: {m}");
@@ -840,5 +935,65 @@ async fn bench() {
     drop(responder);
     if let Some(n) = arg("--scale").and_then(|n| n.parse().ok()) {
         scale(n).await;
+    }
+    if std::env::args().any(|a| a == "--idle") {
+        idle(100, Duration::from_secs(10)).await;
+    }
+}
+
+/// `--idle`: CPU per second of each proxy with `n` pooled connections open
+/// and idle (each has done its handshake; one sends a monitoring hello
+/// every 10 s, as a driver's monitor does), over `over`.
+async fn idle(n: usize, over: Duration) {
+    let backend = responder();
+    let mut missing = Vec::new();
+    let targets = targets(backend.1, false, &mut missing);
+    let hello = op_msg::encode(
+        1,
+        0,
+        0,
+        rawdoc! {"hello": 1i32, "$db": "admin"}.as_bytes(),
+        &[],
+    );
+    println!();
+    for t in targets.iter().filter(|t| t.proc.is_some()) {
+        let mut conns = Vec::with_capacity(n);
+        let mut buf = Vec::new();
+        for _ in 0..n {
+            let Ok(mut s) = TcpStream::connect(t.addr).await else {
+                break;
+            };
+            if s.write_all(&hello).await.is_ok() && read_message(&mut s, &mut buf).await.is_ok() {
+                conns.push(s);
+            }
+        }
+        // Past start-up and the connections' first exchange.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let proc = t.proc.as_ref().expect("filtered");
+        let before = proc.cpu().unwrap_or_default();
+        let started = Instant::now();
+        let mut monitor = tokio::time::interval(Duration::from_secs(10));
+        while started.elapsed() < over {
+            tokio::select! {
+                _ = monitor.tick() => {
+                    if let Some(s) = conns.first_mut() {
+                        let _ = s.write_all(&hello).await;
+                        let _ = read_message(s, &mut buf).await;
+                    }
+                }
+                _ = tokio::time::sleep(over.saturating_sub(started.elapsed())) => {}
+            }
+        }
+        let cpu = proc.cpu().unwrap_or_default().saturating_sub(before);
+        println!(
+            "idle       {:<13} {} connections open and idle for {:.0} s: {:.2} ms CPU per second",
+            t.name,
+            conns.len(),
+            over.as_secs_f64(),
+            cpu.as_secs_f64() * 1e3 / started.elapsed().as_secs_f64()
+        );
+    }
+    for m in missing {
+        println!("not measured: {m}");
     }
 }

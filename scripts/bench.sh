@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The proxy benchmark: direct vs socat vs HAProxy (TCP mode) vs wirelint
 # (analysis off and on) vs mongobetween, in one run, against an out-of-process
-# memory-speed responder and FerretDB; then connections held at scale; then
-# the analysis micro-benchmarks.
+# memory-speed responder and FerretDB; then the same through the official Go
+# driver (find, insert); then connections held at scale; then idle CPU with
+# 100 pooled connections open; then the analysis micro-benchmarks.
 #
 #   scripts/bench.sh [--seconds 2] [--rounds 2] [--conns 1,16,64,256]
 #                    [--ferretdb-conns 1,16,64] [--no-ferretdb] [--scale N]
+#                    [--workloads ping,find,insert,cursor,read,mixed]
+#                    [--no-go] [--no-idle]
 #
 # Prints tables; asserts nothing. See docs/performance.md.
 set -euo pipefail
@@ -40,6 +43,10 @@ scale=$(( ($(ulimit -n) - 200) / 2 ))
 cargo build --release --quiet --bin wirelint
 args=("$@")
 [[ " $* " == *" --scale "* ]] || args+=(--scale "$scale")
+# The Go driver generator (benches/go-load: the Go module proxy, pinned by
+# go.sum) and the idle cost, unless told otherwise.
+[[ " $* " == *" --no-go "* ]] || args+=(--go)
+[[ " $* " == *" --no-idle "* ]] || args+=(--idle)
 cargo bench --quiet --bench proxy -- "${args[@]}"
 echo
 cargo bench --quiet --bench analysis
