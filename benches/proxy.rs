@@ -18,7 +18,9 @@
 //!   `×relay` and `cpu×relay` are against it when it runs;
 //! - `wirelint-off`: the wirelint binary with `--no-analysis`;
 //! - `wirelint-on`: the wirelint binary with analysis on (all rules);
-//! - `mongobetween`: when a `mongobetween` binary is on PATH or in ~/go/bin.
+//! - `mongobetween`: when a `mongobetween` binary is on PATH or in ~/go/bin;
+//! - `baseline-on`: with `WIRELINT_BASELINE=/path/to/wirelint` (another
+//!   build, e.g. the commit before a change), analysis on.
 //!
 //! Backends: a wire responder (this binary re-run with `--responder`, so
 //! it is a process of its own like any database) that answers hello, ping,
@@ -239,10 +241,14 @@ fn responder() -> Proc {
 }
 
 fn wirelint(upstream: SocketAddr, analysis: bool) -> Proc {
-    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let bin = std::env::var("WIRELINT_BIN")
         .unwrap_or_else(|_| format!("{}/target/release/wirelint", env!("CARGO_MANIFEST_DIR")));
-    let mut cmd = Command::new(&bin);
+    wirelint_binary(&bin, upstream, analysis)
+}
+
+fn wirelint_binary(bin: &str, upstream: SocketAddr, analysis: bool) -> Proc {
+    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut cmd = Command::new(bin);
     cmd.args([
         "proxy",
         "--listen",
@@ -627,6 +633,10 @@ fn targets(addr: SocketAddr, all: bool, missing: &mut Vec<&'static str>) -> Vec<
     add("haproxy", haproxy(addr), "haproxy (not installed)");
     add("wirelint-off", Some(wirelint(addr, false)), "");
     add("wirelint-on", Some(wirelint(addr, true)), "");
+    // Another build (an earlier commit), analysis on, in the same run.
+    if let Ok(bin) = std::env::var("WIRELINT_BASELINE") {
+        add("baseline-on", Some(wirelint_binary(&bin, addr, true)), "");
+    }
     if all {
         add(
             "mongobetween",

@@ -378,8 +378,22 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         self.cache.get(key).map(|w| &w.value)
     }
 
+    /// Mutable access by a borrowed key (no key built to look), making the
+    /// entry the most recently used.
+    pub fn get_mut_refreshed<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.cache.get_mut(key).map(|w| &mut w.value)
+    }
+
     /// Read access without refreshing recency.
-    pub fn get(&self, key: &K) -> Option<&V> {
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.cache.peek(key).map(|w| &w.value)
     }
 

@@ -122,6 +122,8 @@ pub struct NamespaceState {
     /// Top-level field sets of the documents seen (WL501, WL505).
     pub field_sets: Lru<u64, FieldSet>,
     pub documents_seen: u64,
+    /// Its name (shortened), shared by the inserted ids it owns.
+    name: Arc<str>,
 }
 
 /// Documents with one set of top-level field names.
@@ -152,7 +154,7 @@ impl NamespaceState {
     }
 
     /// Empty state whose tables charge `pool`.
-    fn new(caps: &Caps, pool: &Arc<Pool>) -> Self {
+    fn new(name: &str, caps: &Caps, pool: &Arc<Pool>) -> Self {
         let p = || pool.clone();
         NamespaceState {
             doc_sizes: SizeHist::default(),
@@ -191,6 +193,7 @@ impl NamespaceState {
                     + ENTRY_OVERHEAD
             }),
             documents_seen: 0,
+            name: Arc::from(name),
         }
     }
 }
@@ -213,7 +216,7 @@ pub struct Namespaces {
     pool: Arc<Pool>,
     /// Hashes of inserted documents' `_id`s → their namespace: where the
     /// children an array refers to live (WL502).
-    pub ids: Lru<u64, String>,
+    pub ids: Lru<u64, Arc<str>>,
 }
 
 impl Default for Namespaces {
@@ -236,10 +239,9 @@ impl Namespaces {
                     + SIZE_HIST_HEAP
                     + ENTRY_OVERHEAD
             }),
-            ids: Lru::in_pool(caps.documents_per_namespace * 10, ids, |_, ns| {
-                // The namespace is stored shortened, at most MAX_KEY bytes.
-                let _ = ns;
-                std::mem::size_of::<(u64, String)>() + budget::MAX_KEY + ENTRY_OVERHEAD
+            ids: Lru::in_pool(caps.documents_per_namespace * 10, ids, |_, _| {
+                // The namespace's name is shared with its state.
+                std::mem::size_of::<(u64, Arc<str>)>() + ENTRY_OVERHEAD
             }),
             caps,
             pool,
@@ -247,30 +249,40 @@ impl Namespaces {
     }
 
     pub fn get(&self, namespace: &str) -> Option<&NamespaceState> {
-        self.map.get(&short_key(namespace).into_owned())
+        self.map.get(&*short_key(namespace))
     }
 
     fn state(&mut self, namespace: &str) -> &mut NamespaceState {
         let Namespaces {
             map, caps, pool, ..
         } = self;
-        map.get_or_insert_with(&short_key(namespace).into_owned(), || {
-            NamespaceState::new(caps, pool)
-        })
+        let key = short_key(namespace);
+        // Looked up by the borrowed name: the key is built only when new.
+        if map.get_mut_refreshed(&*key).is_none() {
+            map.get_or_insert_with(&key.clone().into_owned(), || {
+                NamespaceState::new(&key, caps, pool)
+            })
+        } else {
+            map.get_mut_refreshed(&*key).expect("just found")
+        }
     }
 
     /// Remembers an inserted document's `_id` (hashed) as living here.
     pub fn observe_inserted_id(&mut self, namespace: &str, doc: &RawDocument) {
         if let Some(id) = doc.get("_id").ok().flatten() {
-            let owner = self.ids.get_or_insert_with(&value_hash(id), String::new);
-            owner.clear();
-            owner.push_str(&short_key(namespace));
+            let name = self.state(namespace).name.clone();
+            let owner = self
+                .ids
+                .get_or_insert_with(&value_hash(id), || name.clone());
+            if !Arc::ptr_eq(owner, &name) {
+                *owner = name;
+            }
         }
     }
 
     /// The namespace whose document has this `_id`, if one was inserted.
     pub fn id_owner(&self, value: RawBsonRef<'_>) -> Option<&str> {
-        self.ids.get(&value_hash(value)).map(String::as_str)
+        self.ids.get(&value_hash(value)).map(|name| &**name)
     }
 
     pub fn observe_document(&mut self, namespace: &str, doc: &Doc<'_>) {
@@ -304,6 +316,11 @@ impl Namespaces {
         let Some(id) = doc.raw.get("_id").ok().flatten().map(value_hash).or(id) else {
             return;
         };
+        if doc.arrays.is_empty() {
+            // Nothing to compare next time: no entry (most documents).
+            state.documents.remove(&id);
+            return;
+        }
         let now: Vec<(u64, u32)> = doc
             .arrays
             .iter()
@@ -446,10 +463,12 @@ fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
 }
 
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
-    let mut fields: Vec<&str> = Vec::new();
+    // (name, held an ObjectId or binary, the hash of a short scalar value),
+    // on the stack: a document allocates nothing here once its set is known.
+    let mut fields: [(&str, bool, Option<u64>); FIELDS_PER_SET] =
+        [("", false, None); FIELDS_PER_SET];
+    let mut n = 0;
     let mut all_scalar = true;
-    let mut id_typed: Vec<&str> = Vec::new();
-    let mut values: Vec<(&str, u64)> = Vec::new();
     // Raw bytes: no decoding of values that are not hashed (a large
     // string is skipped by its length, not validated).
     for e in bson_walk::elements(doc.as_bytes())
@@ -459,12 +478,8 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         let Ok(key) = std::str::from_utf8(e.key) else {
             continue;
         };
-        fields.push(key);
         if key != "_id" && matches!(e.element_type, 0x03 | 0x04) {
             all_scalar = false;
-        }
-        if matches!(e.element_type, 0x05 | 0x07) {
-            id_typed.push(key);
         }
         let scalar = match e.element_type {
             0x02 if e.value.len() <= MAX_TAG_BYTES + 5 => e.as_str().map(RawBsonRef::String),
@@ -476,13 +491,17 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
             0x08 => e.value.first().map(|b| RawBsonRef::Boolean(*b != 0)),
             _ => None,
         };
-        if let Some(v) = scalar {
-            values.push((key, value_hash(v)));
-        }
+        fields[n] = (
+            key,
+            matches!(e.element_type, 0x05 | 0x07),
+            scalar.map(value_hash),
+        );
+        n += 1;
     }
-    fields.sort_unstable();
+    let fields = &mut fields[..n];
+    fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut key = FNV1A_START;
-    for (i, field) in fields.iter().enumerate() {
+    for (i, (field, _, _)) in fields.iter().enumerate() {
         if i > 0 {
             key = fnv1a_continue(key, &[0]);
         }
@@ -491,10 +510,10 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     let mask = fields
         .iter()
         .enumerate()
-        .filter(|(_, f)| id_typed.contains(f))
+        .filter(|(_, f)| f.1)
         .fold(0u64, |m, (i, _)| m | 1 << i);
     let set = state.field_sets.get_or_insert_with(&key, || FieldSet {
-        fields: fields.iter().map(|f| short_key(f).into_owned()).collect(),
+        fields: fields.iter().map(|f| short_key(f.0).into_owned()).collect(),
         count: 0,
         all_scalar: true,
         id_typed: u64::MAX,
@@ -503,7 +522,7 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     set.count += 1;
     set.all_scalar &= all_scalar;
     set.id_typed &= mask;
-    for (field, hash) in values {
+    for (field, hash) in fields.iter().filter_map(|f| Some((f.0, f.2?))) {
         let field = short_key(field);
         match set.values.iter_mut().find(|(f, _)| *f == field) {
             Some((_, hashes)) => {
