@@ -724,3 +724,34 @@ fn calls_seen_under_sampling_count_for_the_connections_left_out() {
         .unwrap();
     assert_eq!((q1.invocations, q1.estimated_invocations), (2, 5));
 }
+
+/// A list read holds its cursor reply (charged to the connections share)
+/// until a query could follow up on it; indexing it then gives the bytes
+/// back. (That the follow-up still links is the realworld corpus's N+1
+/// applications.)
+#[test]
+fn a_list_holds_its_reply_until_a_follow_up_indexes_it() {
+    let k = knowledge();
+    let pool = k.lock().unwrap().pools.connections.clone();
+    let mut e = Engine::new(k.clone(), None);
+    let before = pool.usage().bytes;
+    let mut posts = bson::RawArrayBuf::new();
+    for i in 0..200 {
+        posts.push(rawdoc! {"_id": i, "authorId": 10_000 + i, "body": "x".repeat(200)});
+    }
+    let list = rawdoc! {"find": "posts", "filter": {}, "$db": "d"};
+    round_trip(&mut e, 1, 1, &list, posts);
+    let holding = pool.usage().bytes;
+    assert!(
+        holding > before + 40_000,
+        "the ~46 KB reply is held and charged: {before} -> {holding}"
+    );
+    // The author of one post: a follow-up of the list.
+    let author = rawdoc! {"find": "users", "filter": {"_id": 10_007}, "$db": "d"};
+    round_trip(&mut e, 1, 2, &author, batch(1));
+    let indexed = pool.usage().bytes;
+    assert!(
+        indexed + 40_000 < holding,
+        "indexing gives the reply's bytes back: {holding} -> {indexed}"
+    );
+}

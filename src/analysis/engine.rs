@@ -528,7 +528,8 @@ impl Engine {
         if cmd.kind != Kind::Find {
             return None;
         }
-        let lead = &mut state.lead.as_mut()?.list;
+        let entry = state.lead.as_mut()?;
+        let lead = &mut entry.list;
         if at.saturating_duration_since(lead.at) > follow_ups::FOLLOW_UP_WINDOW {
             return None;
         }
@@ -538,7 +539,15 @@ impl Engine {
         if named_by == NamedBy::Comment && *lead.origin.pattern != *pattern {
             return None;
         }
-        let link = lead.link(namespace, cmd.filter()?)?;
+        let held = lead.held_bytes();
+        let link = lead.link(namespace, cmd.filter()?);
+        if held > 0 && lead.held_bytes() == 0 {
+            // Indexed: the replies it held are gone, and so is their charge.
+            let bytes = follow_ups::Lead::max_bytes(&lead.origin);
+            entry._charge = Charge::new(&self.pool, bytes);
+        }
+        let lead = &entry.list;
+        let link = link?;
         state.linked = true;
         Some(FollowUp {
             leading_pattern: lead.origin.pattern.to_string(),
