@@ -754,4 +754,24 @@ fn a_list_holds_its_reply_until_a_follow_up_indexes_it() {
         indexed + 40_000 < holding,
         "indexing gives the reply's bytes back: {holding} -> {indexed}"
     );
+    // A list nobody follows up: held until its follow-up window has passed,
+    // then indexed at the next tick.
+    let mut posts = bson::RawArrayBuf::new();
+    for i in 0..200 {
+        posts.push(rawdoc! {"_id": i, "authorId": 20_000 + i, "body": "y".repeat(200)});
+    }
+    round_trip(&mut e, 2, 3, &list, posts);
+    let holding = pool.usage().bytes;
+    assert!(holding > indexed + 40_000, "{indexed} -> {holding}");
+    e.tick(Instant::now());
+    assert!(
+        pool.usage().bytes + 40_000 > holding,
+        "within the window: still held"
+    );
+    e.tick(Instant::now() + std::time::Duration::from_secs(3));
+    let settled = pool.usage().bytes;
+    assert!(
+        settled + 40_000 < holding,
+        "past the window the tick gives the bytes back: {holding} -> {settled}"
+    );
 }

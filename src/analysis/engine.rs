@@ -122,6 +122,14 @@ impl Lead {
             self.list.add(at, docs);
         }
     }
+
+    /// Hashes the replies it holds and gives their bytes back.
+    fn index_held(&mut self, pool: &Arc<Pool>) {
+        if self.list.held_bytes() > 0 {
+            self.list.index_held();
+            self._charge = Charge::new(pool, follow_ups::Lead::max_bytes(&self.list.origin));
+        }
+    }
 }
 
 /// Requests remembered per connection while awaiting replies; beyond this
@@ -539,15 +547,13 @@ impl Engine {
         if named_by == NamedBy::Comment && *lead.origin.pattern != *pattern {
             return None;
         }
-        let held = lead.held_bytes();
-        let link = lead.link(namespace, cmd.filter()?);
-        if held > 0 && lead.held_bytes() == 0 {
-            // Indexed: the replies it held are gone, and so is their charge.
-            let bytes = follow_ups::Lead::max_bytes(&lead.origin);
-            entry._charge = Charge::new(&self.pool, bytes);
+        let filter = cmd.filter()?;
+        // (A find in the list's own collection never follows it up.)
+        if *entry.list.origin.namespace != *namespace {
+            entry.index_held(&self.pool);
         }
-        let lead = &entry.list;
-        let link = link?;
+        let lead = &mut entry.list;
+        let link = lead.link(namespace, filter)?;
         state.linked = true;
         Some(FollowUp {
             leading_pattern: lead.origin.pattern.to_string(),
@@ -663,6 +669,15 @@ impl Engine {
         self.forget_stale(now);
         let mut done = Vec::new();
         for state in self.conns.values_mut() {
+            // A list past its follow-up window holds no replies any more
+            // (a getMore may still extend it, so it is indexed, not dropped).
+            if let Some(lead) = state
+                .lead
+                .as_mut()
+                .filter(|l| now.saturating_duration_since(l.list.at) > follow_ups::FOLLOW_UP_WINDOW)
+            {
+                lead.index_held(&self.pool);
+            }
             let idle = state
                 .last_activity
                 .is_none_or(|t| now.saturating_duration_since(t) >= INVOCATION_IDLE);

@@ -141,8 +141,9 @@ impl Lead {
         true
     }
 
-    /// Hashes the held batches' values (what `add` does as they come).
-    fn index_held(&mut self) {
+    /// Hashes the held batches' values (what `add` does as they come) and
+    /// lets the replies go.
+    pub fn index_held(&mut self) {
         if self.held.is_empty() {
             return;
         }
