@@ -373,11 +373,6 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
             .value
     }
 
-    /// Read access, making the entry the most recently used.
-    pub fn get_refreshed(&mut self, key: &K) -> Option<&V> {
-        self.cache.get(key).map(|w| &w.value)
-    }
-
     /// Mutable access by a borrowed key (no key built to look), making the
     /// entry the most recently used.
     pub fn get_mut_refreshed<Q>(&mut self, key: &Q) -> Option<&mut V>

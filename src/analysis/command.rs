@@ -672,10 +672,17 @@ pub struct CursorBatch<'a> {
     pub documents: Vec<&'a RawDocument>,
 }
 
+/// A walked element's int32.
+fn element_i32(e: &Element<'_>) -> Option<i32> {
+    (e.element_type == 0x10)
+        .then(|| crate::wire::read_i32(e.value, 0))
+        .flatten()
+}
+
 /// A walked element's number (int32, int64, finite double), as `number`.
 fn element_number(e: &Element<'_>) -> Option<i64> {
     match e.element_type {
-        0x10 => Some(i32::from_le_bytes(e.value.get(..4)?.try_into().ok()?) as i64),
+        0x10 => element_i32(e).map(i64::from),
         0x12 => Some(i64::from_le_bytes(e.value.get(..8)?.try_into().ok()?)),
         0x01 => {
             let d = f64::from_le_bytes(e.value.get(..8)?.try_into().ok()?);
@@ -729,8 +736,7 @@ impl<'a> Reply<'a> {
 
     /// The error code of a failed command.
     pub fn code(&self) -> Option<i32> {
-        let e = self.code.as_ref().filter(|e| e.element_type == 0x10)?;
-        Some(i32::from_le_bytes(e.value.get(..4)?.try_into().ok()?))
+        self.code.as_ref().and_then(element_i32)
     }
 
     /// The documents of `writeErrors`.
@@ -766,11 +772,10 @@ impl<'a> Reply<'a> {
     pub fn write_error_codes(&self) -> Vec<i32> {
         self.write_errors()
             .filter_map(|d| {
-                let e = elements(d)
+                elements(d)
                     .map_while(Result::ok)
                     .find(|e| e.key == b"code")
-                    .filter(|e| e.element_type == 0x10)?;
-                Some(i32::from_le_bytes(e.value.get(..4)?.try_into().ok()?))
+                    .and_then(|e| element_i32(&e))
             })
             .collect()
     }

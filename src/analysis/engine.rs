@@ -114,10 +114,7 @@ impl Lead {
     ) {
         let held = reply.is_some_and(|r| !pool.full() && self.list.hold(at, r, docs.len()));
         if held {
-            self._charge = Charge::new(
-                pool,
-                follow_ups::Lead::max_bytes(&self.list.origin) + self.list.held_bytes(),
-            );
+            self.recharge(pool);
         } else {
             self.list.add(at, docs);
         }
@@ -127,8 +124,14 @@ impl Lead {
     fn index_held(&mut self, pool: &Arc<Pool>) {
         if self.list.held_bytes() > 0 {
             self.list.index_held();
-            self._charge = Charge::new(pool, follow_ups::Lead::max_bytes(&self.list.origin));
+            self.recharge(pool);
         }
+    }
+
+    /// Charges what it holds now: its fixed part and the replies held.
+    fn recharge(&mut self, pool: &Arc<Pool>) {
+        let bytes = follow_ups::Lead::max_bytes(&self.list.origin) + self.list.held_bytes();
+        self._charge = Charge::new(pool, bytes);
     }
 }
 
@@ -288,7 +291,7 @@ impl Engine {
             shape::hash_of_command(cmd),
             comment.map_or(0, |c| shape::fnv1a(c.as_bytes())),
         );
-        if let Some(known) = self.origins.get_refreshed(&key) {
+        if let Some(known) = self.origins.get_mut_refreshed(&key) {
             return Some(known.clone());
         }
         let made = make()?;
