@@ -6,7 +6,7 @@
 //! Sensitive commands (authentication, user management) are recognised by
 //! name and never looked into.
 
-use crate::wire::bson_walk::{elements, Element};
+use crate::wire::bson_walk::{elements, Element, Value};
 use crate::wire::{Message, OpMsg};
 use bson::{RawArray, RawBsonRef, RawDocument};
 
@@ -100,7 +100,9 @@ pub struct Command<'a> {
     pub body: &'a RawDocument,
     /// Kind-1 sections: (identifier, concatenated documents).
     sequences: Vec<(&'a str, &'a [u8])>,
-    /// The body's top-level fields, in order (empty for sensitive commands).
+    /// The body's top-level fields, in order (none for sensitive
+    /// commands): one pass over the body, so each accessor is a short
+    /// search instead of a walk.
     fields: Vec<Element<'a>>,
     /// The kind-3 trace-context document (OP_MSG payload type 3).
     trace_context: Option<&'a [u8]>,
@@ -216,12 +218,13 @@ impl<'a> Command<'a> {
             }
             _ => return None,
         };
-        // One pass over the top level, so each accessor is a short search
-        // instead of a walk of the body.
-        let mut fields: Vec<Element<'a>> = crate::wire::bson_walk::elements(doc.as_bytes())
-            .map_while(Result::ok)
-            .take(MAX_FIELDS)
-            .collect();
+        // One allocation: a command has a dozen fields.
+        let mut fields: Vec<Element<'a>> = Vec::with_capacity(16);
+        fields.extend(
+            elements(doc.as_bytes())
+                .map_while(Result::ok)
+                .take(MAX_FIELDS),
+        );
         let name = std::str::from_utf8(fields.first()?.key).ok()?;
         let kind = Kind::of(name);
         let db = db.unwrap_or_else(|| {
@@ -254,10 +257,20 @@ impl<'a> Command<'a> {
         TraceId::from_traceparent(otel.get_str("traceparent").ok()?)
     }
 
+    fn find(&self, key: &[u8]) -> Option<Element<'a>> {
+        self.fields.iter().find(|e| e.key == key).copied()
+    }
+
     /// A top-level field of the command.
     pub fn get(&self, key: &str) -> Option<RawBsonRef<'a>> {
-        let element = self.fields.iter().find(|e| e.key == key.as_bytes())?;
-        raw_ref(element).or_else(|| self.body.get(key).ok().flatten())
+        let element = self.find(key.as_bytes())?;
+        raw_ref(&element).or_else(|| self.body.get(key).ok().flatten())
+    }
+
+    /// A top-level field's value as the walker reads it (no bson decoding;
+    /// arrays and documents as their bytes).
+    pub fn value(&self, key: &str) -> Option<Value<'a>> {
+        Some(self.find(key.as_bytes())?.read())
     }
 
     pub fn get_str(&self, key: &str) -> Option<&'a str> {
@@ -339,11 +352,8 @@ impl<'a> Command<'a> {
         }
     }
 
-    pub fn hint(&self) -> Option<RawBsonRef<'a>> {
-        if self.kind == Kind::Sensitive {
-            return None;
-        }
-        self.get("hint")
+    pub fn hint(&self) -> Option<Value<'a>> {
+        self.value("hint")
     }
 
     /// Whether a write stops at its first failed statement (`ordered`,
@@ -537,14 +547,15 @@ impl<'a> Command<'a> {
         if self.kind == Kind::Sensitive {
             return Vec::new();
         }
-        let mut out: Vec<&'a RawDocument> = match self.get_array(key) {
-            Some(array) => array
-                .into_iter()
-                .flatten()
-                .filter_map(RawBsonRef::as_document)
-                .collect(),
-            None => Vec::new(),
-        };
+        let mut out: Vec<&'a RawDocument> = Vec::new();
+        if let Some(array) = self.find(key.as_bytes()).filter(|e| e.element_type == 0x04) {
+            out.extend(
+                elements(array.value)
+                    .map_while(Result::ok)
+                    .filter(|d| d.element_type == 0x03)
+                    .filter_map(|d| RawDocument::from_bytes(d.value).ok()),
+            );
+        }
         for (identifier, bytes) in &self.sequences {
             if *identifier == key {
                 let mut pos = 0;
@@ -569,20 +580,49 @@ fn sequences_of<'a>(msg: &OpMsg<'a>) -> Vec<(&'a str, &'a [u8])> {
         .collect()
 }
 
+/// One statement of an update, read in one walk over its fields (the first
+/// of a repeated key counts, as the server reads it); only a pipeline or
+/// `arrayFilters` array is looked up again, by bson, for its array type.
 fn update_spec(d: &RawDocument) -> UpdateSpec<'_> {
-    let (update, pipeline) = match d.get("u").ok().flatten() {
-        Some(RawBsonRef::Document(u)) => (Some(u), None),
-        Some(RawBsonRef::Array(a)) => (None, Some(a)),
-        _ => (None, None),
+    let mut spec = UpdateSpec {
+        filter: None,
+        update: None,
+        pipeline: None,
+        upsert: false,
+        multi: false,
+        array_filters: None,
     };
-    UpdateSpec {
-        filter: d.get_document("q").ok(),
-        update,
-        pipeline,
-        upsert: d.get_bool("upsert").unwrap_or(false),
-        multi: d.get_bool("multi").unwrap_or(false),
-        array_filters: d.get_array("arrayFilters").ok(),
+    let mut seen = 0u8;
+    for e in elements(d.as_bytes()).map_while(Result::ok) {
+        let bit = match e.key {
+            b"q" => 1,
+            b"u" => 2,
+            b"upsert" => 4,
+            b"multi" => 8,
+            b"arrayFilters" => 16,
+            _ => continue,
+        };
+        if seen & bit != 0 {
+            continue;
+        }
+        seen |= bit;
+        let document = || {
+            (e.element_type == 0x03)
+                .then(|| RawDocument::from_bytes(e.value).ok())
+                .flatten()
+        };
+        let flag = e.element_type == 0x08 && e.value.first().is_some_and(|b| *b != 0);
+        match e.key {
+            b"q" => spec.filter = document(),
+            b"u" if e.element_type == 0x04 => spec.pipeline = d.get_array("u").ok(),
+            b"u" => spec.update = document(),
+            b"upsert" => spec.upsert = flag,
+            b"multi" => spec.multi = flag,
+            _ if e.element_type == 0x04 => spec.array_filters = d.get_array("arrayFilters").ok(),
+            _ => {}
+        }
     }
+    spec
 }
 
 /// `{$each: [...], $slice: N}`: a push that keeps the array bounded.

@@ -350,10 +350,11 @@ impl Engine {
         }
         let cursor = reply.as_ref().and_then(|r| r.cursor());
         let value = reply.as_ref().and_then(|r| r.value());
-        let docs: Vec<&bson::RawDocument> = match (&cursor, value) {
-            (Some(c), _) => c.documents.clone(),
-            (None, Some(v)) => vec![v],
-            _ => Vec::new(),
+        let value = value.map(|v| [v]);
+        let docs: &[&bson::RawDocument] = match (&cursor, &value) {
+            (Some(c), _) => &c.documents,
+            (None, Some(v)) => v,
+            _ => &[],
         };
 
         // The request again, for the rules' view of the operation.
@@ -426,7 +427,7 @@ impl Engine {
         let batch = cursor.as_ref().map(|_| frame);
         if extends {
             if let Some(lead) = state.lead.as_mut() {
-                lead.add(&self.pool, at, batch, &docs);
+                lead.add(&self.pool, at, batch, docs);
             }
         } else if !pending.getmore
             && !std::mem::take(&mut state.linked)
@@ -438,7 +439,7 @@ impl Engine {
                 _charge: Charge::new(&self.pool, follow_ups::Lead::max_bytes(&origin)),
                 list: follow_ups::Lead::new(at, origin.clone()),
             };
-            lead.add(&self.pool, at, batch, &docs);
+            lead.add(&self.pool, at, batch, docs);
             state.lead = Some(lead);
         }
         let docs_n = docs.len() as u64;
@@ -796,8 +797,7 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec
         .collect();
     let mut replaced = Vec::new();
     for doc in &inserted {
-        k.namespaces.observe_document(namespace, doc);
-        k.namespaces.observe_inserted_id(namespace, doc.raw);
+        k.namespaces.observe_inserted(namespace, doc);
     }
     for u in &updates {
         match u.update {

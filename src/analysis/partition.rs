@@ -17,6 +17,7 @@
 //! several partitions (multi-shard).
 
 use super::command::{Command, Kind};
+use crate::wire::bson_walk::{elements, values, Value};
 use bson::{RawBsonRef, RawDocument};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -319,32 +320,40 @@ pub fn classify(filter: &RawDocument, key: &PartitionKey) -> Partitioning {
 }
 
 fn classify_at(filter: &RawDocument, key: &PartitionKey, depth: usize) -> Partitioning {
+    classify_in(filter.as_bytes(), key, depth)
+}
+
+fn classify_in(filter: &[u8], key: &PartitionKey, depth: usize) -> Partitioning {
     if depth > MAX_FILTER_DEPTH {
         return Partitioning::ScatterGather;
     }
-    let pins: Vec<Option<Pin>> = key.paths.iter().map(|path| pinned(filter, path)).collect();
+    let pins: Vec<Option<Pin>> = key
+        .paths
+        .iter()
+        .map(|path| pinned_in(filter, path))
+        .collect();
     let mut best = by_pins(&pins, key.kind);
     // Each `$and` branch is a conjunct: the narrowest one bounds the whole
     // (an `$or` nested in it included). An `$or` whose every branch is
     // targeted reaches the union of their partitions.
-    for (k, v) in filter.iter().flatten() {
-        let RawBsonRef::Array(branches) = v else {
+    for e in elements(filter).map_while(Result::ok) {
+        let Value::Array(branches) = e.read() else {
             continue;
         };
-        let branches = branches.into_iter().flatten();
-        match k.as_str() {
-            "$and" => {
-                for b in branches.filter_map(RawBsonRef::as_document) {
-                    best = best.min(classify_at(b, key, depth + 1));
+        let branches = values(branches).map_while(Result::ok);
+        match e.key {
+            b"$and" => {
+                for b in branches.filter_map(|b| b.as_document()) {
+                    best = best.min(classify_in(b, key, depth + 1));
                 }
             }
-            "$or" => {
+            b"$or" => {
                 let mut n = 0;
                 let mut widest = Partitioning::SingleShard;
                 for b in branches {
                     n += 1;
                     widest = widest.max(match b {
-                        RawBsonRef::Document(b) => classify_at(b, key, depth + 1),
+                        Value::Document(b) => classify_in(b, key, depth + 1),
                         _ => Partitioning::ScatterGather,
                     });
                 }
@@ -436,9 +445,9 @@ pub fn filters<'a>(cmd: &Command<'a>) -> Vec<&'a RawDocument> {
 }
 
 /// How `path` is pinned by `filter` (directly or in an `$and` branch).
-fn pinned(filter: &RawDocument, path: &str) -> Option<Pin> {
+fn pinned_in(filter: &[u8], path: &str) -> Option<Pin> {
     let mut best: Option<Pin> = None;
-    walk_pins_of(filter, Some(path), 0, &mut |_, pin| {
+    walk_pins_in(filter, Some(path), 0, &mut |_, pin| {
         best = Some(best.map_or(pin, |b| b.min(pin)));
     });
     best
@@ -463,58 +472,68 @@ fn walk_pins_of<'a>(
     depth: usize,
     f: &mut impl FnMut(&'a str, Pin),
 ) {
+    walk_pins_in(filter.as_bytes(), only, depth, f)
+}
+
+fn walk_pins_in<'a>(
+    filter: &'a [u8],
+    only: Option<&str>,
+    depth: usize,
+    f: &mut impl FnMut(&'a str, Pin),
+) {
     if depth > MAX_FILTER_DEPTH {
         return;
     }
-    for (k, v) in filter.iter().flatten() {
-        match (k.as_str(), v) {
-            ("$and", RawBsonRef::Array(a)) => {
-                for branch in a.into_iter().flatten().filter_map(RawBsonRef::as_document) {
-                    walk_pins_of(branch, only, depth + 1, f);
+    for e in elements(filter).map_while(Result::ok) {
+        if e.key == b"$and" {
+            if let Value::Array(a) = e.read() {
+                for branch in values(a).map_while(Result::ok) {
+                    if let Value::Document(branch) = branch {
+                        walk_pins_in(branch, only, depth + 1, f);
+                    }
                 }
             }
-            (k, v) if !k.starts_with('$') && only.is_none_or(|o| o == k) => {
-                if let Some(pin) = value_pin(v) {
-                    f(k, pin)
-                }
+        } else if e.key.first() != Some(&b'$') && only.is_none_or(|o| o.as_bytes() == e.key) {
+            if let (Some(k), Some(pin)) = (e.key_str(), value_pin(e.read())) {
+                f(k, pin)
             }
-            _ => {}
         }
     }
 }
 
-fn value_pin(v: RawBsonRef<'_>) -> Option<Pin> {
+fn value_pin(v: Value<'_>) -> Option<Pin> {
     match v {
-        RawBsonRef::Document(d) => {
-            let first = d.iter().next().and_then(|e| e.ok());
-            match first {
-                Some((op, _)) if op.as_str().starts_with('$') => {
-                    let mut pin = None;
-                    for (op, arg) in d.iter().flatten() {
-                        let this = match (op.as_str(), arg) {
-                            ("$eq", RawBsonRef::Document(_) | RawBsonRef::Array(_)) => None,
-                            ("$eq", _) => Some(Pin::Eq),
-                            ("$in", RawBsonRef::Array(a)) => match a.into_iter().count() {
-                                0 => None,
-                                1 => Some(Pin::Eq),
-                                _ => Some(Pin::In),
-                            },
-                            ("$gt" | "$gte" | "$lt" | "$lte", _) => Some(Pin::Range),
-                            _ => None,
-                        };
-                        pin = match (pin, this) {
-                            (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
-                            (a, b) => a.or(b),
-                        };
-                    }
-                    pin
-                }
+        Value::Document(d) => {
+            let mut operators = elements(d).map_while(Result::ok).peekable();
+            if operators
+                .peek()
+                .is_none_or(|e| e.key.first() != Some(&b'$'))
+            {
                 // Equality with a whole embedded document.
-                _ => Some(Pin::Eq),
+                return Some(Pin::Eq);
             }
+            let mut pin = None;
+            for e in operators {
+                let this = match (e.key, e.element_type) {
+                    (b"$eq", 0x03 | 0x04) => None,
+                    (b"$eq", _) => Some(Pin::Eq),
+                    (b"$in", 0x04) => match elements(e.value).take(2).count() {
+                        0 => None,
+                        1 => Some(Pin::Eq),
+                        _ => Some(Pin::In),
+                    },
+                    (b"$gt" | b"$gte" | b"$lt" | b"$lte", _) => Some(Pin::Range),
+                    _ => None,
+                };
+                pin = match (pin, this) {
+                    (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            pin
         }
         // Equality with an array matches elements too: not one partition.
-        RawBsonRef::Array(_) | RawBsonRef::RegularExpression(_) => None,
+        Value::Array(_) | Value::Other(0x0B) => None,
         _ => Some(Pin::Eq),
     }
 }

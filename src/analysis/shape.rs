@@ -11,7 +11,8 @@
 //! shows, so they are the privacy boundary: no user value passes them.
 
 use super::command::{Command, Kind};
-use bson::{RawArray, RawBsonRef, RawDocument};
+use crate::wire::bson_walk::{elements, pairs, values, Value};
+use bson::{RawArray, RawDocument};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -149,16 +150,16 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
             }
             s.push(' ');
             match cmd.filter() {
-                Some(f) => filter(f, s, 0),
+                Some(f) => filter(f.as_bytes(), s, 0),
                 None => s.push_str("{}"),
             }
             if let Some(p) = cmd.projection() {
                 s.push_str(" project ");
-                projection(p, s, 0);
+                projection(p.as_bytes(), s, 0);
             }
             if let Some(o) = cmd.sort() {
                 s.push_str(" sort ");
-                literal_doc(o, s, 0);
+                literal_doc(o.as_bytes(), s, 0);
             }
             if cmd.limit().is_some() {
                 s.push_str(" limit");
@@ -182,7 +183,7 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
         Kind::Aggregate => {
             s.push(' ');
             match cmd.pipeline() {
-                Some(p) => pipeline(p, s, 0),
+                Some(p) => pipeline(p.as_bytes(), s, 0),
                 None => s.push_str("[]"),
             }
         }
@@ -191,7 +192,7 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
             if let Some(u) = updates.first() {
                 s.push(' ');
                 match u.filter {
-                    Some(f) => filter(f, s, 0),
+                    Some(f) => filter(f.as_bytes(), s, 0),
                     None => s.push_str("{}"),
                 }
                 s.push(' ');
@@ -210,7 +211,7 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
         Kind::Delete => {
             if let Some((q, many)) = cmd.deletes().first() {
                 s.push(' ');
-                filter(q, s, 0);
+                filter(q.as_bytes(), s, 0);
                 if *many {
                     s.push_str(" multi");
                 }
@@ -221,44 +222,45 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
     if let Some(h) = cmd.hint() {
         s.push_str(" hint ");
         match h {
-            RawBsonRef::String(name) => {
+            Value::String(name) => {
                 let _ = write!(s, "{name:?}");
             }
-            RawBsonRef::Document(d) => literal_doc(d, s, 0),
+            Value::Document(d) => literal_doc(d, s, 0),
             other => s.push_str(type_name(other)),
         }
     }
 }
 
 /// A BSON value's type, as shapes write it.
-pub fn type_name(v: RawBsonRef<'_>) -> &'static str {
-    match v {
-        RawBsonRef::Double(_) => "?double",
-        RawBsonRef::String(_) => "?string",
-        RawBsonRef::Document(_) => "?object",
-        RawBsonRef::Array(_) => "?array",
-        RawBsonRef::Binary(b) if b.subtype == bson::spec::BinarySubtype::Uuid => "?uuid",
-        RawBsonRef::Binary(_) => "?binData",
-        RawBsonRef::Undefined => "?undefined",
-        RawBsonRef::ObjectId(_) => "?objectId",
-        RawBsonRef::Boolean(_) => "?bool",
-        RawBsonRef::DateTime(_) => "?date",
-        RawBsonRef::Null => "?null",
-        RawBsonRef::RegularExpression(_) => "?regex",
-        RawBsonRef::DbPointer(_) => "?dbPointer",
-        RawBsonRef::JavaScriptCode(_) | RawBsonRef::JavaScriptCodeWithScope(_) => "?javascript",
-        RawBsonRef::Symbol(_) => "?symbol",
-        RawBsonRef::Int32(_) => "?int",
-        RawBsonRef::Timestamp(_) => "?timestamp",
-        RawBsonRef::Int64(_) => "?long",
-        RawBsonRef::Decimal128(_) => "?decimal",
-        RawBsonRef::MaxKey => "?maxKey",
-        RawBsonRef::MinKey => "?minKey",
+pub fn type_name(v: Value<'_>) -> &'static str {
+    match v.element_type() {
+        0x01 => "?double",
+        0x02 => "?string",
+        0x03 => "?object",
+        0x04 => "?array",
+        0x05 if matches!(v, Value::Binary { subtype: 0x04, .. }) => "?uuid",
+        0x05 => "?binData",
+        0x06 => "?undefined",
+        0x07 => "?objectId",
+        0x08 => "?bool",
+        0x09 => "?date",
+        0x0A => "?null",
+        0x0B => "?regex",
+        0x0C => "?dbPointer",
+        0x0D | 0x0F => "?javascript",
+        0x0E => "?symbol",
+        0x10 => "?int",
+        0x11 => "?timestamp",
+        0x12 => "?long",
+        0x13 => "?decimal",
+        0x7F => "?maxKey",
+        _ => "?minKey",
     }
 }
 
-fn is_operator_doc(d: &RawDocument) -> bool {
-    matches!(d.iter().next(), Some(Ok((k, _))) if k.as_str().starts_with('$'))
+/// Whether a document's first key is an operator (`{$gt: …}`).
+fn is_operator_doc(d: &[u8]) -> bool {
+    matches!(elements(d).next(), Some(Ok(e)) if e.key.first() == Some(&b'$'))
 }
 
 fn key<S: Sink>(s: &mut S, k: &str) {
@@ -274,36 +276,27 @@ fn key<S: Sink>(s: &mut S, k: &str) {
 
 /// Writes `{k: …, k: …}`: braces, separators and keys; `value` writes each
 /// value. A malformed element ends the document with `…`.
-fn fields<'a, S: Sink>(
-    d: &'a RawDocument,
-    s: &mut S,
-    mut value: impl FnMut(&'a str, RawBsonRef<'a>, &mut S),
-) {
+fn fields<'a, S: Sink>(d: &'a [u8], s: &mut S, mut value: impl FnMut(&'a str, Value<'a>, &mut S)) {
     s.push('{');
-    for (i, element) in d.iter().enumerate() {
-        let Ok((k, v)) = element else {
+    for (i, pair) in pairs(d).enumerate() {
+        let Ok((k, v)) = pair else {
             s.push('…');
             break;
         };
         if i > 0 {
             s.push_str(", ");
         }
-        key(s, k.as_str());
+        key(s, k);
         s.push_str(": ");
-        value(k.as_str(), v, s);
+        value(k, v, s);
     }
     s.push('}');
 }
 
 /// Writes `[…, …]`, at most `max` items then `…`.
-fn items<'a, S: Sink>(
-    a: &'a RawArray,
-    s: &mut S,
-    max: usize,
-    mut item: impl FnMut(RawBsonRef<'a>, &mut S),
-) {
+fn items<'a, S: Sink>(a: &'a [u8], s: &mut S, max: usize, mut item: impl FnMut(Value<'a>, &mut S)) {
     s.push('[');
-    for (i, element) in a.into_iter().enumerate() {
+    for (i, element) in values(a).enumerate() {
         if i > 0 {
             s.push_str(", ");
         }
@@ -319,8 +312,8 @@ fn items<'a, S: Sink>(
     s.push(']');
 }
 
-fn number_or_type<S: Sink>(v: RawBsonRef<'_>, s: &mut S) {
-    match super::command::number(v) {
+fn number_or_type<S: Sink>(v: Value<'_>, s: &mut S) {
+    match v.number() {
         Some(n) => {
             let _ = write!(s, "{n}");
         }
@@ -329,59 +322,59 @@ fn number_or_type<S: Sink>(v: RawBsonRef<'_>, s: &mut S) {
 }
 
 /// A query filter: field → value (typed) or operator document.
-pub fn filter<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
+fn filter<S: Sink>(d: &[u8], s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
     }
     fields(d, s, |k, v, s| match (k, v) {
-        ("$and" | "$or" | "$nor", RawBsonRef::Array(a)) => {
+        ("$and" | "$or" | "$nor", Value::Array(a)) => {
             items(a, s, MAX_ITEMS, |item, s| match item {
-                RawBsonRef::Document(sub) => filter(sub, s, depth + 1),
+                Value::Document(sub) => filter(sub, s, depth + 1),
                 other => s.push_str(type_name(other)),
             })
         }
         ("$expr", v) => expression(v, s, depth + 1),
         ("$where", _) => s.push_str("?javascript"),
-        (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
+        (_, Value::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
         (_, v) => s.push_str(type_name(v)),
     });
 }
 
 /// `{$gt: 5, $lt: 9}`, `{$in: [...]}`, `{$elemMatch: {...}}`, ...
-fn operators<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
+fn operators<S: Sink>(d: &[u8], s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
     }
     fields(d, s, |k, v, s| match (k, v) {
-        ("$in" | "$nin" | "$all", RawBsonRef::Array(a)) => collapsed(a, s),
-        ("$elemMatch", RawBsonRef::Document(sub)) if is_operator_doc(sub) => {
+        ("$in" | "$nin" | "$all", Value::Array(a)) => collapsed(a, s),
+        ("$elemMatch", Value::Document(sub)) if is_operator_doc(sub) => {
             operators(sub, s, depth + 1)
         }
-        ("$elemMatch", RawBsonRef::Document(sub)) => filter(sub, s, depth + 1),
-        ("$not", RawBsonRef::Document(sub)) => operators(sub, s, depth + 1),
-        ("$exists", RawBsonRef::Boolean(b)) => {
+        ("$elemMatch", Value::Document(sub)) => filter(sub, s, depth + 1),
+        ("$not", Value::Document(sub)) => operators(sub, s, depth + 1),
+        ("$exists", Value::Boolean(b)) => {
             let _ = write!(s, "{b}");
         }
-        ("$type", RawBsonRef::String(t)) => {
+        ("$type", Value::String(t)) => {
             let _ = write!(s, "{t:?}");
         }
-        ("$type", RawBsonRef::Int32(t)) => {
+        ("$type", Value::Int32(t)) => {
             let _ = write!(s, "{t}");
         }
         ("$options", _) => s.push_str("?string"),
-        (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
+        (_, Value::Document(sub)) if is_operator_doc(sub) => operators(sub, s, depth + 1),
         (_, v) => s.push_str(type_name(v)),
     });
 }
 
 /// An array literal written as the sorted set of its element types.
-fn collapsed<S: Sink>(a: &RawArray, s: &mut S) {
+fn collapsed<S: Sink>(a: &[u8], s: &mut S) {
     // At most 21 distinct type names: a set on the stack, no allocation.
     let mut types = [""; 24];
     let mut n = 0;
-    for t in a.into_iter().flatten().map(type_name) {
+    for t in values(a).map_while(Result::ok).map(type_name) {
         if n < types.len() && !types[..n].contains(&t) {
             types[n] = t;
             n += 1;
@@ -400,45 +393,41 @@ fn collapsed<S: Sink>(a: &RawArray, s: &mut S) {
 
 /// Sort and index specs, and `$lookup`'s names: the application's own
 /// constants, kept as written (strings quoted, numbers as numbers).
-fn literal_doc<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
+fn literal_doc<S: Sink>(d: &[u8], s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
     }
     fields(d, s, |_, v, s| match v {
-        RawBsonRef::Int32(_) | RawBsonRef::Int64(_) => number_or_type(v, s),
-        RawBsonRef::Double(n) => {
+        Value::Int32(_) | Value::Int64(_) => number_or_type(v, s),
+        Value::Double(n) => {
             let _ = write!(s, "{n}");
         }
-        RawBsonRef::Boolean(b) => {
+        Value::Boolean(b) => {
             let _ = write!(s, "{b}");
         }
-        RawBsonRef::String(t) => {
+        Value::String(t) => {
             let _ = write!(s, "{t:?}");
         }
-        RawBsonRef::Document(sub) => literal_doc(sub, s, depth + 1),
+        Value::Document(sub) => literal_doc(sub, s, depth + 1),
         other => s.push_str(type_name(other)),
     });
 }
 
 /// A projection: inclusion flags and `$slice` counts kept, `$elemMatch`
 /// as a filter, expressions typed.
-fn projection<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
+fn projection<S: Sink>(d: &[u8], s: &mut S, depth: usize) {
     fields(d, s, |_, v, s| match v {
-        RawBsonRef::Int32(_)
-        | RawBsonRef::Int64(_)
-        | RawBsonRef::Double(_)
-        | RawBsonRef::Boolean(_) => {
-            let on = super::command::number(v)
+        Value::Int32(_) | Value::Int64(_) | Value::Double(_) | Value::Boolean(_) => {
+            let on = v
+                .number()
                 .map(|n| n != 0)
-                .unwrap_or(v.as_bool() == Some(true));
+                .unwrap_or(v == Value::Boolean(true));
             s.push_str(if on { "1" } else { "0" });
         }
-        RawBsonRef::Document(sub) => match sub.iter().next() {
-            Some(Ok((op, _))) if op.as_str() == "$slice" || op.as_str() == "$meta" => {
-                literal_doc(sub, s, depth + 1)
-            }
-            Some(Ok((op, RawBsonRef::Document(m)))) if op.as_str() == "$elemMatch" => {
+        Value::Document(sub) => match pairs(sub).next() {
+            Some(Ok((op, _))) if op == "$slice" || op == "$meta" => literal_doc(sub, s, depth + 1),
+            Some(Ok(("$elemMatch", Value::Document(m)))) => {
                 s.push_str("{$elemMatch: ");
                 filter(m, s, depth + 1);
                 s.push('}');
@@ -451,49 +440,47 @@ fn projection<S: Sink>(d: &RawDocument, s: &mut S, depth: usize) {
 
 /// An aggregation expression: field paths and operator names kept,
 /// literals typed.
-fn expression<S: Sink>(v: RawBsonRef<'_>, s: &mut S, depth: usize) {
+fn expression<S: Sink>(v: Value<'_>, s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
     }
     match v {
-        RawBsonRef::String(t) if t.starts_with('$') => {
+        Value::String(t) if t.starts_with('$') => {
             let _ = write!(s, "{t:?}");
         }
-        RawBsonRef::Document(d) => fields(d, s, |k, v, s| match k {
+        Value::Document(d) => fields(d, s, |k, v, s| match k {
             "$literal" => s.push_str(type_name(v)),
             _ => expression(v, s, depth + 1),
         }),
-        RawBsonRef::Array(a) => items(a, s, MAX_ITEMS, |v, s| expression(v, s, depth + 1)),
+        Value::Array(a) => items(a, s, MAX_ITEMS, |v, s| expression(v, s, depth + 1)),
         other => s.push_str(type_name(other)),
     }
 }
 
 /// An aggregation pipeline, stage by stage.
-pub fn pipeline<S: Sink>(p: &RawArray, s: &mut S, depth: usize) {
+fn pipeline<S: Sink>(p: &[u8], s: &mut S, depth: usize) {
     if depth > MAX_DEPTH {
         s.push('…');
         return;
     }
     items(p, s, MAX_ITEMS * 2, |stage, s| {
-        let RawBsonRef::Document(stage) = stage else {
+        let Value::Document(stage) = stage else {
             s.push('…');
             return;
         };
         fields(stage, s, |name, body, s| match (name, body) {
-            ("$match", RawBsonRef::Document(f)) => filter(f, s, depth + 1),
-            ("$sort", RawBsonRef::Document(o)) => literal_doc(o, s, depth + 1),
-            ("$limit" | "$skip" | "$sample", RawBsonRef::Document(_)) => {
-                expression(body, s, depth + 1)
-            }
+            ("$match", Value::Document(f)) => filter(f, s, depth + 1),
+            ("$sort", Value::Document(o)) => literal_doc(o, s, depth + 1),
+            ("$limit" | "$skip" | "$sample", Value::Document(_)) => expression(body, s, depth + 1),
             ("$limit" | "$skip" | "$sample", v) => s.push_str(type_name(v)),
-            ("$lookup", RawBsonRef::Document(l)) => lookup(l, s, depth + 1),
-            ("$unwind" | "$count" | "$out", RawBsonRef::String(t)) => {
+            ("$lookup", Value::Document(l)) => lookup(l, s, depth + 1),
+            ("$unwind" | "$count" | "$out", Value::String(t)) => {
                 let _ = write!(s, "{t:?}");
             }
-            ("$project", RawBsonRef::Document(p)) => projection(p, s, depth + 1),
-            ("$facet", RawBsonRef::Document(f)) => fields(f, s, |_, v, s| match v {
-                RawBsonRef::Array(sub) => pipeline(sub, s, depth + 1),
+            ("$project", Value::Document(p)) => projection(p, s, depth + 1),
+            ("$facet", Value::Document(f)) => fields(f, s, |_, v, s| match v {
+                Value::Array(sub) => pipeline(sub, s, depth + 1),
                 other => s.push_str(type_name(other)),
             }),
             (_, v) => expression(v, s, depth + 1),
@@ -501,13 +488,13 @@ pub fn pipeline<S: Sink>(p: &RawArray, s: &mut S, depth: usize) {
     });
 }
 
-fn lookup<S: Sink>(l: &RawDocument, s: &mut S, depth: usize) {
+fn lookup<S: Sink>(l: &[u8], s: &mut S, depth: usize) {
     fields(l, s, |k, v, s| match (k, v) {
-        ("from" | "localField" | "foreignField" | "as", RawBsonRef::String(t)) => {
+        ("from" | "localField" | "foreignField" | "as", Value::String(t)) => {
             let _ = write!(s, "{t:?}");
         }
-        ("from", RawBsonRef::Document(d)) => literal_doc(d, s, depth + 1),
-        ("pipeline", RawBsonRef::Array(p)) => pipeline(p, s, depth + 1),
+        ("from", Value::Document(d)) => literal_doc(d, s, depth + 1),
+        ("pipeline", Value::Array(p)) => pipeline(p, s, depth + 1),
         (_, v) => expression(v, s, depth + 1),
     });
 }
@@ -517,10 +504,10 @@ fn lookup<S: Sink>(l: &RawDocument, s: &mut S, depth: usize) {
 /// replacement document typed field by field.
 fn update<S: Sink>(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut S) {
     if let Some(p) = pipe {
-        pipeline(p, s, 1);
+        pipeline(p.as_bytes(), s, 1);
         return;
     }
-    let Some(d) = doc else {
+    let Some(d) = doc.map(RawDocument::as_bytes) else {
         s.push_str("{}");
         return;
     };
@@ -530,27 +517,27 @@ fn update<S: Sink>(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut S
         return;
     }
     fields(d, s, |_, paths, s| match paths {
-        RawBsonRef::Document(paths) => fields(paths, s, |_, v, s| match v {
-            RawBsonRef::Document(m) if is_operator_doc(m) => update_modifiers(m, s),
+        Value::Document(paths) => fields(paths, s, |_, v, s| match v {
+            Value::Document(m) if is_operator_doc(m) => update_modifiers(m, s),
             v => s.push_str(type_name(v)),
         }),
         other => s.push_str(type_name(other)),
     });
 }
 
-fn update_modifiers<S: Sink>(m: &RawDocument, s: &mut S) {
+fn update_modifiers<S: Sink>(m: &[u8], s: &mut S) {
     fields(m, s, |k, v, s| match (k, v) {
-        ("$each" | "$in", RawBsonRef::Array(a)) => collapsed(a, s),
+        ("$each" | "$in", Value::Array(a)) => collapsed(a, s),
         ("$slice" | "$position", v) => number_or_type(v, s),
-        ("$sort", RawBsonRef::Document(o)) => literal_doc(o, s, 2),
+        ("$sort", Value::Document(o)) => literal_doc(o, s, 2),
         ("$sort", v) => expression(v, s, 2),
-        (_, RawBsonRef::Document(sub)) if is_operator_doc(sub) => operators(sub, s, 2),
+        (_, Value::Document(sub)) if is_operator_doc(sub) => operators(sub, s, 2),
         (_, v) => s.push_str(type_name(v)),
     });
 }
 
 /// A document's top-level fields with their types.
-pub fn typed_doc<S: Sink>(d: &RawDocument, s: &mut S) {
+fn typed_doc<S: Sink>(d: &[u8], s: &mut S) {
     let mut n = 0;
     fields(d, s, |_, v, s| {
         n += 1;

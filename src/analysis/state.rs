@@ -8,7 +8,7 @@
 pub use super::budget::Lru;
 use super::budget::{self, short_key, Pool, ENTRY_OVERHEAD};
 use super::command::{fold_path, is_bucketed, is_sliced};
-use super::shape::{fnv1a, fnv1a_continue, FNV1A_START};
+use super::shape::fnv1a;
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
 use std::sync::Arc;
@@ -267,16 +267,21 @@ impl Namespaces {
         }
     }
 
-    /// Remembers an inserted document's `_id` (hashed) as living here.
-    pub fn observe_inserted_id(&mut self, namespace: &str, doc: &RawDocument) {
-        if let Some(id) = doc.get("_id").ok().flatten() {
-            let name = self.state(namespace).name.clone();
-            let owner = self
-                .ids
-                .get_or_insert_with(&value_hash(id), || name.clone());
-            if !Arc::ptr_eq(owner, &name) {
-                *owner = name;
-            }
+    /// An inserted document: observed as any document, and its `_id`
+    /// (hashed) remembered as living here.
+    pub fn observe_inserted(&mut self, namespace: &str, doc: &Doc<'_>) {
+        let id = id_hash(doc.raw);
+        self.observe_document_with_id(namespace, doc, id);
+        let Some(id) = id else {
+            return;
+        };
+        let Namespaces { map, ids, .. } = self;
+        let Some(name) = map.get(&*short_key(namespace)).map(|s| s.name.clone()) else {
+            return;
+        };
+        let owner = ids.get_or_insert_with(&id, || name.clone());
+        if !Arc::ptr_eq(owner, &name) {
+            *owner = name;
         }
     }
 
@@ -286,7 +291,7 @@ impl Namespaces {
     }
 
     pub fn observe_document(&mut self, namespace: &str, doc: &Doc<'_>) {
-        self.observe_document_with_id(namespace, doc, None)
+        self.observe_document_with_id(namespace, doc, id_hash(doc.raw))
     }
 
     /// A replacement (an update without operators): its `_id` is the
@@ -297,7 +302,8 @@ impl Namespaces {
         filter: Option<&RawDocument>,
         doc: &Doc<'_>,
     ) {
-        self.observe_document_with_id(namespace, doc, filter.and_then(pinned_id))
+        let id = id_hash(doc.raw).or_else(|| filter.and_then(pinned_id));
+        self.observe_document_with_id(namespace, doc, id)
     }
 
     fn observe_document_with_id(&mut self, namespace: &str, doc: &Doc<'_>, id: Option<u64>) {
@@ -313,7 +319,7 @@ impl Namespaces {
                 .record(array.len as u64);
         }
         // Growth: compare with what this document's arrays were last time.
-        let Some(id) = doc.raw.get("_id").ok().flatten().map(value_hash).or(id) else {
+        let Some(id) = id else {
             return;
         };
         if doc.arrays.is_empty() {
@@ -498,27 +504,33 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         );
         n += 1;
     }
-    let fields = &mut fields[..n];
-    fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut key = FNV1A_START;
-    for (i, (field, _, _)) in fields.iter().enumerate() {
-        if i > 0 {
-            key = fnv1a_continue(key, &[0]);
+    let fields = &fields[..n];
+    // The set's key does not depend on the fields' order (a wrapping sum
+    // of their names' hashes, and their number), so a document's fields
+    // are not sorted; the names are, once, when the set is new.
+    let key = fields.iter().fold(n as u64, |sum, (field, _, _)| {
+        sum.wrapping_add(fnv1a(field.as_bytes()))
+    });
+    let set = state.field_sets.get_or_insert_with(&key, || {
+        let mut names: Vec<String> = fields.iter().map(|f| short_key(f.0).into_owned()).collect();
+        names.sort_unstable();
+        FieldSet {
+            fields: names,
+            count: 0,
+            all_scalar: true,
+            id_typed: u64::MAX,
+            values: Vec::new(),
         }
-        key = fnv1a_continue(key, field.as_bytes());
-    }
+    });
+    // Bit i: the set's i-th (sorted) field held an ObjectId or binary.
     let mask = fields
         .iter()
-        .enumerate()
-        .filter(|(_, f)| f.1)
-        .fold(0u64, |m, (i, _)| m | 1 << i);
-    let set = state.field_sets.get_or_insert_with(&key, || FieldSet {
-        fields: fields.iter().map(|f| short_key(f.0).into_owned()).collect(),
-        count: 0,
-        all_scalar: true,
-        id_typed: u64::MAX,
-        values: Vec::new(),
-    });
+        .filter(|f| f.1)
+        .filter_map(|f| {
+            let name = short_key(f.0);
+            set.fields.iter().position(|s| *s == name)
+        })
+        .fold(0u64, |m, i| if i < 64 { m | 1 << i } else { m });
     set.count += 1;
     set.all_scalar &= all_scalar;
     set.id_typed &= mask;
@@ -541,11 +553,7 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
 /// fixed seed: the same value hashes the same on every worker, and a long
 /// string costs a fraction of what a byte-at-a-time hash did.
 pub fn value_hash(v: RawBsonRef<'_>) -> u64 {
-    use std::hash::BuildHasher;
-    let h = |bytes: &[u8]| {
-        foldhash::fast::FixedState::with_seed(VALUE_HASH_SEED)
-            .hash_one((v.element_type() as u8, bytes))
-    };
+    let h = |bytes: &[u8]| tagged_hash(v.element_type() as u8, bytes);
     match v {
         RawBsonRef::String(s) => h(s.as_bytes()),
         RawBsonRef::ObjectId(o) => h(&o.bytes()),
@@ -558,6 +566,34 @@ pub fn value_hash(v: RawBsonRef<'_>) -> u64 {
         RawBsonRef::DateTime(d) => h(&d.timestamp_millis().to_le_bytes()),
         other => h(format!("{other:?}").as_bytes()),
     }
+}
+
+/// The hashed `_id` of a document ([`value_hash`] of its first `_id`),
+/// found by walking its top level.
+fn id_hash(doc: &RawDocument) -> Option<u64> {
+    let e = bson_walk::elements(doc.as_bytes())
+        .map_while(Result::ok)
+        .find(|e| e.key == b"_id")?;
+    element_hash(&e).or_else(|| doc.get("_id").ok().flatten().map(value_hash))
+}
+
+/// [`value_hash`] of a walked element, from its bytes (the same type tag
+/// and bytes `value_hash` hashes); `None` for the types `value_hash`
+/// decodes first, which the caller hands to bson.
+pub fn element_hash(e: &bson_walk::Element<'_>) -> Option<u64> {
+    let bytes = match e.element_type {
+        0x02 => e.as_str()?.as_bytes(),
+        0x01 | 0x03 | 0x04 | 0x07 | 0x09 | 0x10 | 0x12 => e.value,
+        // Binary (not the old subtype 2, which nests a second length).
+        0x05 if e.value.get(4).is_some_and(|s| *s != 0x02) => &e.value[5..],
+        _ => return None,
+    };
+    Some(tagged_hash(e.element_type, bytes))
+}
+
+fn tagged_hash(element_type: u8, bytes: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(VALUE_HASH_SEED).hash_one((element_type, bytes))
 }
 
 /// `value_hash`'s seed (any constant: the hashes never leave the process).
@@ -628,6 +664,10 @@ fn walk_arrays(
             continue;
         }
         let mark = path.len();
+        if path.capacity() == 0 {
+            // Room for most paths at once, not grown a key at a time.
+            path.reserve(64);
+        }
         if !path.is_empty() {
             path.push('.');
         }
@@ -666,6 +706,42 @@ fn walk_arrays(
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    /// The walked hash of an `_id` is the decoded one, for every type
+    /// `element_hash` reads itself; the others go to bson.
+    #[test]
+    fn element_hash_is_value_hash() {
+        let oid = bson::oid::ObjectId::from_bytes([7; 12]);
+        let doc = rawdoc! {
+            "s": "text", "d": 2.5, "o": {"a": 1}, "a": [1, "x"], "oid": oid,
+            "t": bson::DateTime::from_millis(1_700_000_000_000), "i": 42i32, "l": 1i64 << 40,
+            "u": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![1; 16] },
+            "old": bson::Binary { subtype: bson::spec::BinarySubtype::BinaryOld, bytes: vec![2; 4] },
+            "n": bson::RawBson::Null, "ts": bson::Timestamp { time: 1, increment: 2 },
+        };
+        let mut read = 0;
+        for (e, (key, value)) in bson_walk::elements(doc.as_bytes()).zip(doc.iter().flatten()) {
+            let e = e.unwrap();
+            assert_eq!(e.key, key.as_str().as_bytes());
+            if let Some(h) = element_hash(&e) {
+                assert_eq!(h, value_hash(value), "{}", key.as_str());
+                read += 1;
+            }
+        }
+        assert_eq!(read, 9, "all but the old binary, null and timestamp");
+        let with_id = |id: bson::RawBson| {
+            let d = rawdoc! {"x": 1, "_id": id.clone(), "_id": "second"};
+            (id_hash(&d), value_hash(id.as_raw_bson_ref()))
+        };
+        for id in [
+            bson::RawBson::Int32(5),
+            bson::RawBson::Null,
+            bson::RawBson::String("k".into()),
+        ] {
+            let (walked, decoded) = with_id(id);
+            assert_eq!(walked, Some(decoded), "the first _id counts");
+        }
+    }
 
     #[test]
     fn histogram_quantiles_bound_the_value() {

@@ -4,9 +4,10 @@
 
 use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::budget::{Pool, Weight};
-use crate::analysis::command::{fold_path, number, Kind};
+use crate::analysis::command::{fold_path, Kind};
 use crate::analysis::partition::{KeyKind, Partitioning};
 use crate::analysis::state::Namespaces;
+use crate::wire::bson_walk::{elements, pairs, values, Value};
 use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -185,17 +186,23 @@ pub fn pushed_child_ids<'a>(
 /// `{path: {$slice: N}}` or `{path: {$slice: [skip, N]}}` in a projection.
 pub fn sliced_paths(projection: &bson::RawDocument) -> Vec<(String, i64)> {
     let mut out = Vec::new();
-    for (path, spec) in projection.iter().flatten() {
-        let RawBsonRef::Document(spec) = spec else {
+    for e in elements(projection.as_bytes()).map_while(Result::ok) {
+        let Value::Document(spec) = e.read() else {
             continue;
         };
-        let n = match spec.get("$slice").ok().flatten() {
-            Some(RawBsonRef::Array(a)) => a.into_iter().flatten().nth(1).and_then(number),
-            Some(v) => number(v),
+        let slice = pairs(spec)
+            .map_while(Result::ok)
+            .find(|(k, _)| *k == "$slice");
+        let n = match slice {
+            Some((_, Value::Array(a))) => values(a)
+                .map_while(Result::ok)
+                .nth(1)
+                .and_then(|v| v.number()),
+            Some((_, v)) => v.number(),
             None => None,
         };
-        if let Some(n) = n {
-            out.push((fold_path(path.as_str()), n.abs()));
+        if let (Some(n), Some(path)) = (n, e.key_str()) {
+            out.push((fold_path(path), n.abs()));
         }
     }
     out

@@ -42,6 +42,126 @@ impl<'a> Element<'a> {
     }
 }
 
+/// An element's value, decoded as far as analysis looks into values: the
+/// scalars it compares or counts, embedded documents and arrays as their
+/// bytes (walk them with [`elements`]), everything else by its type byte.
+/// Nothing is allocated and no string is checked but the ones returned.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    Double(f64),
+    String(&'a str),
+    Document(&'a [u8]),
+    Array(&'a [u8]),
+    Binary {
+        subtype: u8,
+        bytes: &'a [u8],
+    },
+    Boolean(bool),
+    Null,
+    Int32(i32),
+    Int64(i64),
+    /// Any other type, and a string that is not UTF-8, by its type byte.
+    Other(u8),
+}
+
+impl<'a> Value<'a> {
+    /// The BSON type byte of the value.
+    pub fn element_type(&self) -> u8 {
+        match self {
+            Value::Double(_) => 0x01,
+            Value::String(_) => 0x02,
+            Value::Document(_) => 0x03,
+            Value::Array(_) => 0x04,
+            Value::Binary { .. } => 0x05,
+            Value::Boolean(_) => 0x08,
+            Value::Null => 0x0A,
+            Value::Int32(_) => 0x10,
+            Value::Int64(_) => 0x12,
+            Value::Other(t) => *t,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&'a str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_document(&self) -> Option<&'a [u8]> {
+        match self {
+            Value::Document(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&'a [u8]> {
+        match self {
+            Value::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// A number as an integer (a finite double truncated), as counts,
+    /// limits and flags are read.
+    pub fn number(&self) -> Option<i64> {
+        match *self {
+            Value::Int32(n) => Some(n as i64),
+            Value::Int64(n) => Some(n),
+            Value::Double(f) if f.is_finite() => Some(f as i64),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> Element<'a> {
+    /// The key, when it is UTF-8 (keys always are in what drivers send).
+    pub fn key_str(&self) -> Option<&'a str> {
+        std::str::from_utf8(self.key).ok()
+    }
+
+    /// The value, decoded as [`Value`] says.
+    pub fn read(&self) -> Value<'a> {
+        let v = self.value;
+        let eight = || v.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+        match self.element_type {
+            0x01 => eight().map(|b| Value::Double(f64::from_le_bytes(b))),
+            0x02 => self.as_str().map(Value::String),
+            0x03 => Some(Value::Document(v)),
+            0x04 => Some(Value::Array(v)),
+            0x05 => v.get(4).map(|subtype| Value::Binary {
+                subtype: *subtype,
+                bytes: &v[5..],
+            }),
+            0x08 => v.first().map(|b| Value::Boolean(*b != 0)),
+            0x0A => Some(Value::Null),
+            0x10 => read_i32(v, 0).map(Value::Int32),
+            0x12 => eight().map(|b| Value::Int64(i64::from_le_bytes(b))),
+            _ => None,
+        }
+        .unwrap_or(Value::Other(self.element_type))
+    }
+}
+
+/// The elements of `doc` as (key, value), stopping at the first malformed
+/// element or non-UTF-8 key; `Err(())` marks where it stopped.
+pub fn pairs(doc: &[u8]) -> impl Iterator<Item = Result<(&str, Value<'_>), ()>> {
+    elements(doc).scan(false, |stopped, e| {
+        if *stopped {
+            return None;
+        }
+        let pair = e.ok().and_then(|e| Some((e.key_str()?, e.read())));
+        *stopped = pair.is_none();
+        Some(pair.ok_or(()))
+    })
+}
+
+/// The values of an array (or a document's values, keys unread), stopping
+/// at the first malformed element; `Err(())` marks where it stopped.
+pub fn values(doc: &[u8]) -> impl Iterator<Item = Result<Value<'_>, ()>> {
+    elements(doc).map(|e| e.map(|e| e.read()).map_err(|_| ()))
+}
+
 /// Iterates the elements of `doc` (a whole document, length prefix included).
 /// After the first error it yields nothing more.
 pub struct Elements<'a> {
@@ -201,6 +321,18 @@ pub fn nesting_depth(doc: &[u8], limit: usize) -> Result<usize, WireError> {
     Ok(deepest)
 }
 
+/// `Err(TooDeep)` when `doc` nests deeper than `limit`, as
+/// [`nesting_depth`] finds; a document too short to nest that deep is not
+/// walked. Each level of nesting costs at least 7 bytes (a type byte, an
+/// empty key's NUL and a 5-byte document), so a document nesting `d`
+/// levels deep is at least `5 + 7 (d - 1)` bytes long.
+pub fn check_nesting(doc: &[u8], limit: usize) -> Result<(), WireError> {
+    if doc.len() < 5 + 7 * limit {
+        return Ok(());
+    }
+    nesting_depth(doc, limit).map(|_| ())
+}
+
 /// The first key of a document (the command name of a command body).
 pub fn first_key(doc: &[u8]) -> Option<&[u8]> {
     match elements(doc).next()? {
@@ -224,6 +356,36 @@ pub fn push_str_element(out: &mut Vec<u8>, key: &str, value: &str) {
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    /// The shortest document nesting `depth` levels: `{"": {"": … {}}}`.
+    fn nested(depth: usize) -> Vec<u8> {
+        let mut doc = vec![5, 0, 0, 0, 0];
+        for _ in 1..depth {
+            let len = (doc.len() + 7) as i32;
+            let mut outer = len.to_le_bytes().to_vec();
+            outer.extend([0x03, 0]);
+            outer.extend(&doc);
+            outer.push(0);
+            doc = outer;
+        }
+        doc
+    }
+
+    /// The length shortcut never lets a too-deep document through: the
+    /// shortest document one level past the limit is exactly as long as
+    /// the shortcut's bound, and is walked and refused.
+    #[test]
+    fn short_documents_skip_the_depth_walk_only_when_they_cannot_be_too_deep() {
+        for limit in [1, 3, 200] {
+            let at_limit = nested(limit);
+            assert_eq!(nesting_depth(&at_limit, limit + 1), Ok(limit));
+            assert_eq!(check_nesting(&at_limit, limit), Ok(()));
+            let past = nested(limit + 1);
+            assert_eq!(past.len(), 5 + 7 * limit);
+            assert_eq!(nesting_depth(&past, limit + 2), Ok(limit + 1));
+            assert_eq!(check_nesting(&past, limit), Err(WireError::TooDeep(limit)));
+        }
+    }
 
     /// Depth is found without recursion: a 10,000-deep document (which
     /// would overflow any recursive walk) is refused at the limit, and
