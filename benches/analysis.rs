@@ -1,9 +1,10 @@
 //! Micro-benchmarks (divan): what wirelint spends per message.
 //!
-//! - `analysis`: decode + command model + shape + pairing + state + every
-//!   rule, on request/reply pairs captured from real drivers
-//!   (fixtures/wire/), one thread. Time and allocations are per pair (two
-//!   messages).
+//! - `analysis`: what a worker does per message — decode and count
+//!   (`analysis::decode`: framing, checksum, nesting, counters), then the
+//!   engine (command model, shape, pairing, state, every rule) — on
+//!   request/reply pairs captured from real drivers (fixtures/wire/), one
+//!   thread. Time and allocations are per pair (two messages).
 //! - `forward`: one ping through an in-process wirelint to an in-process
 //!   responder with prepared replies, everything on one thread, so the
 //!   allocation counts are the proxy's own per forwarded request/reply.
@@ -25,7 +26,7 @@ use wirelint::analysis::engine::Engine;
 use wirelint::analysis::knowledge::Knowledge;
 use wirelint::analysis::state::Caps;
 use wirelint::rules::RuleSettings;
-use wirelint::stats::Direction;
+use wirelint::stats::{Direction, Stats};
 
 #[global_allocator]
 static ALLOC: AllocProfiler = AllocProfiler::system();
@@ -63,6 +64,20 @@ fn engine() -> Engine {
     Engine::new(knowledge, None)
 }
 
+/// One message as a worker takes it: decoded and counted, then analysed.
+fn analyse(engine: &mut Engine, stats: &Stats, direction: Direction, at: Instant, frame: &Bytes) {
+    if let Some(frame) = wirelint::analysis::decode(1, direction, frame, stats) {
+        engine.message(1, direction, at, frame);
+    }
+}
+
+/// A request and its reply.
+fn pair(engine: &mut Engine, stats: &Stats, request: &Bytes, reply: &Bytes) {
+    let at = Instant::now();
+    analyse(engine, stats, Direction::Request, at, request);
+    analyse(engine, stats, Direction::Reply, at, reply);
+}
+
 fn main() {
     if let Some(n) = std::env::var("WIRELINT_CALLGRIND")
         .ok()
@@ -75,12 +90,10 @@ fn main() {
             if only.as_deref().is_some_and(|o| o != name) {
                 continue;
             }
-            let mut engine = engine();
+            let (mut engine, stats) = (engine(), Stats::default());
             let (request, reply) = (Bytes::from_static(request), Bytes::from_static(reply));
             for _ in 0..n {
-                let at = Instant::now();
-                engine.message(1, Direction::Request, at, request.clone());
-                engine.message(1, Direction::Reply, at, reply.clone());
+                pair(&mut engine, &stats, &request, &reply);
             }
             println!("{name}: {n} pairs");
         }
@@ -94,18 +107,12 @@ fn main() {
 fn analysis(bencher: Bencher, workload: &str) {
     let (_, request, reply) = PAIRS.iter().find(|p| p.0 == workload).unwrap();
     let (request, reply) = (Bytes::from_static(request), Bytes::from_static(reply));
-    let mut engine = engine();
+    let (mut engine, stats) = (engine(), Stats::default());
     // Past the first sightings: the steady state a long-running proxy is in.
     for _ in 0..1000 {
-        let at = Instant::now();
-        engine.message(1, Direction::Request, at, request.clone());
-        engine.message(1, Direction::Reply, at, reply.clone());
+        pair(&mut engine, &stats, &request, &reply);
     }
-    bencher.bench_local(|| {
-        let at = Instant::now();
-        engine.message(1, Direction::Request, at, request.clone());
-        engine.message(1, Direction::Reply, at, reply.clone());
-    });
+    bencher.bench_local(|| pair(&mut engine, &stats, &request, &reply));
 }
 
 mod forward {

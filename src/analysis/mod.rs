@@ -553,6 +553,8 @@ struct Tally {
     opcodes: [Option<wire::OpCode>; 2],
     compressor: Option<wire::Compressor>,
     checksum_verified: bool,
+    /// Whether the command name is counted (requests: a reply has none).
+    named: bool,
     /// Where the command name lies in the returned frame (requests).
     command: Option<std::ops::Range<usize>>,
 }
@@ -562,7 +564,10 @@ struct Tally {
 /// than [`MAX_NESTING`]. Inflating and walking happen before the counters'
 /// lock is taken; the lock is held only to add up.
 pub fn decode(conn: u64, direction: Direction, frame: &Bytes, stats: &Stats) -> Option<Bytes> {
-    let mut tally = Tally::default();
+    let mut tally = Tally {
+        named: direction == Direction::Request,
+        ..Tally::default()
+    };
     let result = decode_frame(frame, &mut tally, 0);
     let command = match (&result, direction, tally.command.clone()) {
         (Ok(bytes), Direction::Request, Some(range)) => std::str::from_utf8(&bytes[range]).ok(),
@@ -617,24 +622,27 @@ fn decode_frame(frame: &Bytes, tally: &mut Tally, level: usize) -> Result<Bytes,
                 tally.checksum_verified = true;
             }
             validate_bson(msg.body)?;
-            wire::bson_walk::nesting_depth(msg.body, MAX_NESTING)?;
+            wire::bson_walk::check_nesting(msg.body, MAX_NESTING)?;
             for sequence in msg.sequences() {
                 for doc in sequence.documents() {
-                    wire::bson_walk::nesting_depth(doc?, MAX_NESTING)?;
+                    wire::bson_walk::check_nesting(doc?, MAX_NESTING)?;
                 }
             }
         }
         Message::Query(q) => {
-            wire::bson_walk::nesting_depth(q.command(), MAX_NESTING)?;
+            wire::bson_walk::check_nesting(q.command(), MAX_NESTING)?;
         }
         Message::Reply(r) => {
             for doc in r.documents() {
-                wire::bson_walk::nesting_depth(doc, MAX_NESTING)?;
+                wire::bson_walk::check_nesting(doc, MAX_NESTING)?;
             }
         }
         Message::Other(..) => {}
     }
     // The name is a slice of `frame`: keep its place, not a second parse.
+    if !tally.named {
+        return Ok(frame.clone());
+    }
     tally.command = wire::command_name(&message).map(|name| {
         let start = name.as_ptr() as usize - frame.as_ptr() as usize;
         start..start + name.len()
