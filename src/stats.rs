@@ -5,6 +5,7 @@
 //! [`StatsSnapshot`] is what tests, logs and (later) `/metrics` read.
 
 use crate::wire::{Compressor, OpCode};
+use crossbeam_utils::CachePadded;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -46,8 +47,10 @@ pub struct Stats {
     pub bytes: [AtomicU64; 2],
     pub hello_rewrites: AtomicU64,
     pub analysis_enqueued: AtomicU64,
-    /// Taken off the queue by a worker (enqueued − processed = queue depth).
-    pub analysis_processed: AtomicU64,
+    /// Taken off the queue by a worker (enqueued − processed = queue depth);
+    /// written by the workers, so on a cache line of its own (the
+    /// forwarding threads write the counters beside it per message).
+    pub analysis_processed: CachePadded<AtomicU64>,
     pub analysis_dropped: AtomicU64,
     /// Messages not analysed because their connection was sampled out
     /// while the analysis was behind (see `analysis::AnalysisQueue`).
@@ -61,7 +64,8 @@ pub struct Stats {
     pub buffer_waits: AtomicU64,
     /// Connections closed for a framing error, by kind. Rare: a mutex is fine.
     pub frame_errors: Mutex<BTreeMap<&'static str, u64>>,
-    pub analysis: Mutex<AnalysisCounters>,
+    /// Taken by a worker per message: on a cache line of its own.
+    pub analysis: CachePadded<Mutex<AnalysisCounters>>,
 }
 
 /// What the analysis side has decoded.

@@ -450,12 +450,46 @@ impl Tap for AnalysisQueue {
     }
 }
 
+/// Messages a worker has taken off its queue and not yet counted in the
+/// shared counters: added in bulk (every [`COUNT_EVERY`] messages, past
+/// [`COUNT_BYTES`], and whenever its queue runs empty), so the cache lines
+/// the forwarding threads write per message are not written per message
+/// from another core too.
+#[derive(Default)]
+struct Taken {
+    messages: u64,
+    bytes: usize,
+}
+
+const COUNT_EVERY: u64 = 64;
+const COUNT_BYTES: usize = 1 << 20;
+
+impl Taken {
+    fn add(&mut self, bytes: usize, stats: &Stats, queued_bytes: &AtomicUsize) {
+        self.messages += 1;
+        self.bytes += bytes;
+        if self.messages >= COUNT_EVERY || self.bytes >= COUNT_BYTES {
+            self.count(stats, queued_bytes);
+        }
+    }
+
+    fn count(&mut self, stats: &Stats, queued_bytes: &AtomicUsize) {
+        if self.messages > 0 {
+            queued_bytes.fetch_sub(self.bytes, Relaxed);
+            stats.analysis_processed.fetch_add(self.messages, Relaxed);
+            *self = Taken::default();
+        }
+    }
+}
+
 fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut engine: Engine) {
     let _ = shard.thread.set(std::thread::current());
     let mut idle_polls = 0u32;
     let mut ticks_since_message = 0u32;
+    let mut taken = Taken::default();
     loop {
         let Some(event) = shard.queue.pop() else {
+            taken.count(&stats, &queued_bytes);
             // Once the count is 1 nothing can be pushed any more.
             if Arc::strong_count(&shard) == 1 && shard.queue.is_empty() {
                 break;
@@ -486,8 +520,7 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
             ticks_since_message = 0;
         }
         if let Event::Message { frame, .. } = &event {
-            stats.analysis_processed.fetch_add(1, Relaxed);
-            queued_bytes.fetch_sub(frame.len(), Relaxed);
+            taken.add(frame.len(), &stats, &queued_bytes);
         }
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match event {
             Event::Message {
