@@ -138,7 +138,7 @@ impl Knowledge {
             settings,
             findings,
             events: &mut events,
-            now: SystemTime::now(),
+            now: None,
             show_values: *show_values,
             trace_id: *trace,
         };

@@ -215,7 +215,9 @@ pub struct RuleContext<'a> {
     pub settings: &'a RuleSettings,
     pub findings: &'a mut FindingStore,
     pub events: &'a mut Vec<FindingEvent>,
-    pub now: SystemTime,
+    /// The time findings reported in this pass are stamped with, read from
+    /// the clock at the first report (most passes report nothing).
+    pub now: Option<SystemTime>,
     pub show_values: bool,
     /// The trace id of the operation being looked at, if its driver sent
     /// one: added to the evidence of what is reported about it.
@@ -253,7 +255,8 @@ impl RuleContext<'_> {
                 .insert("trace_id".into(), serde_json::json!(trace.to_string()));
         }
         let (namespace, subject) = (draft.namespace.clone(), draft.subject.clone());
-        let change = self.findings.record(meta, draft, self.now);
+        let now = *self.now.get_or_insert_with(SystemTime::now);
+        let change = self.findings.record(meta, draft, now);
         if change != Change::Repeated {
             if let Some(finding) = self.findings.get(meta.id, &namespace, &subject) {
                 self.events.push(FindingEvent {
