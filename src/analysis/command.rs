@@ -629,7 +629,12 @@ fn update_spec(d: &RawDocument) -> UpdateSpec<'_> {
 pub fn is_sliced(value: RawBsonRef<'_>) -> bool {
     match value {
         RawBsonRef::Document(m) => {
-            m.get("$each").ok().flatten().is_some() && m.get("$slice").ok().flatten().is_some()
+            let has = |key: &[u8]| {
+                elements(m.as_bytes())
+                    .map_while(Result::ok)
+                    .any(|e| e.key == key)
+            };
+            has(b"$each") && has(b"$slice")
         }
         _ => false,
     }
@@ -640,28 +645,34 @@ pub fn is_sliced(value: RawBsonRef<'_>) -> bool {
 /// update, or `{"comments.99": {$exists: false}}`.
 pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -> bool {
     let Some(filter) = filter else { return false };
-    let incremented: Vec<String> = update
-        .and_then(|u| u.get_document("$inc").ok())
-        .map(|inc| {
-            inc.iter()
-                .flatten()
-                .map(|(k, _)| k.as_str().to_string())
-                .collect()
+    // The first `$inc`, as the server reads it.
+    let inc = update.and_then(|u| {
+        elements(u.as_bytes())
+            .map_while(Result::ok)
+            .find(|e| e.key == b"$inc")
+    });
+    let incremented = |field: &[u8]| {
+        inc.filter(|e| e.element_type == 0x03).is_some_and(|inc| {
+            elements(inc.value)
+                .map_while(Result::ok)
+                .any(|e| e.key == field)
         })
-        .unwrap_or_default();
-    filter.iter().flatten().any(|(field, cond)| {
-        let RawBsonRef::Document(cond) = cond else {
+    };
+    elements(filter.as_bytes()).map_while(Result::ok).any(|e| {
+        let Value::Document(cond) = e.read() else {
             return false;
         };
-        let bounded_counter = incremented.iter().any(|f| f == field.as_str())
-            && (cond.get("$lt").ok().flatten().is_some()
-                || cond.get("$lte").ok().flatten().is_some());
-        let index_absent = field
-            .as_str()
-            .rsplit('.')
+        let ops = || elements(cond).map_while(Result::ok);
+        let bounded_counter =
+            incremented(e.key) && ops().any(|op| matches!(op.key, b"$lt" | b"$lte"));
+        let index_absent = e
+            .key
+            .rsplit(|b| *b == b'.')
             .next()
-            .is_some_and(|last| last.chars().all(|c| c.is_ascii_digit()))
-            && matches!(cond.get_bool("$exists"), Ok(false));
+            .is_some_and(|last| last.iter().all(u8::is_ascii_digit))
+            && ops()
+                .find(|op| op.key == b"$exists")
+                .is_some_and(|op| op.element_type == 0x08 && op.value.first() == Some(&0));
         bounded_counter || index_absent
     })
 }

@@ -7,7 +7,7 @@
 
 pub use super::budget::Lru;
 use super::budget::{self, short_key, Pool, ENTRY_OVERHEAD};
-use super::command::{fold_path, is_bucketed, is_sliced};
+use super::command::{fold_path, is_bucketed};
 use super::shape::fnv1a;
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
@@ -362,30 +362,40 @@ impl Namespaces {
         if let Some(id) = id {
             record_written_lengths(state, id, update);
         }
-        for (op, fields) in update.iter().flatten() {
-            if !op.as_str().starts_with('$') {
+        for (op, fields) in bson_walk::pairs(update.as_bytes()).map_while(Result::ok) {
+            if !op.starts_with('$') {
                 return;
             }
-            if let RawBsonRef::Document(fields) = fields {
-                for (path, value) in fields.iter().flatten() {
-                    *state.write_ops.get_or_insert_with(
-                        &(
-                            short_key(op.as_str()).into_owned(),
-                            short_key(path.as_str()).into_owned(),
-                        ),
-                        || 0,
-                    ) += 1;
-                    let appends = matches!(op.as_str(), "$push" | "$addToSet");
-                    if appends && (bucketed || is_sliced(value)) {
-                        state.bounded_paths.get_or_insert_with(
-                            &short_key(&fold_path(path.as_str())).into_owned(),
-                            || (),
-                        );
-                    }
+            let bson_walk::Value::Document(fields) = fields else {
+                continue;
+            };
+            let appends = matches!(op, "$push" | "$addToSet");
+            for e in bson_walk::elements(fields).map_while(Result::ok) {
+                let Some(path) = e.key_str() else {
+                    continue;
+                };
+                *state.write_ops.get_or_insert_with(
+                    &(short_key(op).into_owned(), short_key(path).into_owned()),
+                    || 0,
+                ) += 1;
+                if appends && (bucketed || is_sliced_element(&e)) {
+                    state
+                        .bounded_paths
+                        .get_or_insert_with(&short_key(&fold_path(path)).into_owned(), || ());
                 }
             }
         }
     }
+}
+
+/// `command::is_sliced` of a walked element: `{$each: [...], $slice: N}`.
+fn is_sliced_element(e: &bson_walk::Element<'_>) -> bool {
+    let has = |key: &[u8]| {
+        bson_walk::elements(e.value)
+            .map_while(Result::ok)
+            .any(|m| m.key == key)
+    };
+    e.element_type == 0x03 && has(b"$each") && has(b"$slice")
 }
 
 /// The hashed `_id` a filter pins by equality (`{_id: v}`, `{_id: {$eq: v}}`):
@@ -410,24 +420,33 @@ fn pinned_id(filter: &RawDocument) -> Option<u64> {
 /// to a length already known. (`$addToSet` may add nothing: only reads
 /// tell.) Each is recorded as an observation of that document's array.
 fn record_written_lengths(state: &mut NamespaceState, id: u64, update: &RawDocument) {
-    for (op, fields) in update.iter().flatten() {
-        let RawBsonRef::Document(fields) = fields else {
+    for (op, fields) in bson_walk::pairs(update.as_bytes()).map_while(Result::ok) {
+        let bson_walk::Value::Document(fields) = fields else {
             continue;
         };
-        for (path, value) in fields.iter().flatten() {
-            let path = fold_path(path.as_str());
+        for e in bson_walk::elements(fields).map_while(Result::ok) {
+            let Some(path) = e.key_str() else {
+                continue;
+            };
+            let path = fold_path(path);
             if path.contains('$') {
                 continue;
             }
+            let count = |array: &[u8]| bson_walk::elements(array).map_while(Result::ok).count();
             let len =
-                match (op.as_str(), value) {
-                    ("$set", RawBsonRef::Array(a)) => a.into_iter().count(),
-                    ("$push", v) if !is_sliced(v) => {
-                        let added = match v {
-                            RawBsonRef::Document(d) => match d.get_array("$each") {
-                                Ok(each) => each.into_iter().count(),
-                                Err(_) => 1,
-                            },
+                match (op, e.element_type) {
+                    ("$set", 0x04) => count(e.value),
+                    ("$push", _) if !is_sliced_element(&e) => {
+                        // `{$each: [...]}` adds its elements; anything else, one.
+                        let each = (e.element_type == 0x03)
+                            .then(|| {
+                                bson_walk::elements(e.value)
+                                    .map_while(Result::ok)
+                                    .find(|m| m.key == b"$each")
+                            })
+                            .flatten();
+                        let added = match each {
+                            Some(each) if each.element_type == 0x04 => count(each.value),
                             _ => 1,
                         };
                         let h = fnv1a(path.as_bytes());
