@@ -628,16 +628,15 @@ fn update_spec(d: &RawDocument) -> UpdateSpec<'_> {
 /// `{$each: [...], $slice: N}`: a push that keeps the array bounded.
 pub fn is_sliced(value: RawBsonRef<'_>) -> bool {
     match value {
-        RawBsonRef::Document(m) => {
-            let has = |key: &[u8]| {
-                elements(m.as_bytes())
-                    .map_while(Result::ok)
-                    .any(|e| e.key == key)
-            };
-            has(b"$each") && has(b"$slice")
-        }
+        RawBsonRef::Document(m) => is_sliced_modifiers(m.as_bytes()),
         _ => false,
     }
+}
+
+/// [`is_sliced`] of a modifiers document's bytes (`{$each: …, $slice: …}`).
+pub fn is_sliced_modifiers(m: &[u8]) -> bool {
+    let has = |key: &[u8]| elements(m).map_while(Result::ok).any(|e| e.key == key);
+    has(b"$each") && has(b"$slice")
 }
 
 /// The bucket pattern bounds the array through the filter instead of

@@ -7,7 +7,7 @@
 
 pub use super::budget::Lru;
 use super::budget::{self, short_key, Pool, ENTRY_OVERHEAD};
-use super::command::{fold_path, is_bucketed};
+use super::command::{fold_path, is_bucketed, is_sliced_modifiers};
 use super::shape::fnv1a;
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
@@ -388,14 +388,9 @@ impl Namespaces {
     }
 }
 
-/// `command::is_sliced` of a walked element: `{$each: [...], $slice: N}`.
+/// `{$each: [...], $slice: N}`: a walked push that keeps its array bounded.
 fn is_sliced_element(e: &bson_walk::Element<'_>) -> bool {
-    let has = |key: &[u8]| {
-        bson_walk::elements(e.value)
-            .map_while(Result::ok)
-            .any(|m| m.key == key)
-    };
-    e.element_type == 0x03 && has(b"$each") && has(b"$slice")
+    e.element_type == 0x03 && is_sliced_modifiers(e.value)
 }
 
 /// The hashed `_id` a filter pins by equality (`{_id: v}`, `{_id: {$eq: v}}`):

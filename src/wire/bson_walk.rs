@@ -81,23 +81,9 @@ impl<'a> Value<'a> {
         }
     }
 
-    pub fn as_str(&self) -> Option<&'a str> {
-        match self {
-            Value::String(s) => Some(s),
-            _ => None,
-        }
-    }
-
     pub fn as_document(&self) -> Option<&'a [u8]> {
         match self {
             Value::Document(d) => Some(d),
-            _ => None,
-        }
-    }
-
-    pub fn as_array(&self) -> Option<&'a [u8]> {
-        match self {
-            Value::Array(a) => Some(a),
             _ => None,
         }
     }
