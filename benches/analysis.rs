@@ -64,18 +64,71 @@ fn engine() -> Engine {
     Engine::new(knowledge, None)
 }
 
-/// One message as a worker takes it: decoded and counted, then analysed.
-fn analyse(engine: &mut Engine, stats: &Stats, direction: Direction, at: Instant, frame: &Bytes) {
-    if let Some(frame) = wirelint::analysis::decode(1, direction, frame, stats) {
-        engine.message(1, direction, at, frame);
+/// A request and its reply.
+fn pair(engine: &mut Engine, stats: &Stats, request: &Bytes, reply: &Bytes) {
+    pair_on(1, engine, stats, request, reply)
+}
+
+/// A request and its reply on connection `conn`, each as a worker takes
+/// it: decoded and counted, then analysed.
+fn pair_on(conn: u64, engine: &mut Engine, stats: &Stats, request: &Bytes, reply: &Bytes) {
+    let at = Instant::now();
+    for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
+        if let Some(frame) = wirelint::analysis::decode(conn, direction, frame, stats) {
+            engine.message(conn, direction, at, frame);
+        }
     }
 }
 
-/// A request and its reply.
-fn pair(engine: &mut Engine, stats: &Stats, request: &Bytes, reply: &Bytes) {
-    let at = Instant::now();
-    analyse(engine, stats, Direction::Request, at, request);
-    analyse(engine, stats, Direction::Reply, at, reply);
+/// Connections the typical traffic is spread over, and distinct
+/// request/reply pairs it cycles through.
+const CONNS: u64 = 16;
+const DISTINCT: usize = 1000;
+
+/// The typical messages the issue names, as `benches/proxy.rs`'s
+/// generator and responder send them, values varying from one request to
+/// the next and spread over 16 connections: `find_by_id` (a find of one
+/// `_id`, replied with one 1 KiB document), `insert_1kib` (one 1 KiB
+/// document, `{n: 1}`), `getmore_batch` (a getMore, replied with 10
+/// documents of 1 KiB).
+fn typical(workload: &str) -> Vec<(u64, Bytes, Bytes)> {
+    let pad = |n: usize| "x".repeat(n);
+    let encode = |id: i32, doc: bson::RawDocumentBuf| {
+        Bytes::from(wirelint::wire::op_msg::encode(
+            id,
+            0,
+            0,
+            doc.as_bytes(),
+            &[],
+        ))
+    };
+    (0..DISTINCT as i32)
+        .map(|id| {
+            let conn = 1 + id as u64 % CONNS;
+            let (request, reply) = match workload {
+                "find_by_id" => (
+                    bson::rawdoc! {"find": "c", "filter": {"_id": id}, "limit": 1i32, "singleBatch": true, "$db": "bench"},
+                    bson::rawdoc! {"cursor": {"id": 0i64, "ns": "bench.c", "firstBatch": [{"_id": id, "pad": pad(994)}]}, "ok": 1.0},
+                ),
+                "insert_1kib" => (
+                    bson::rawdoc! {"insert": "ins", "documents": [{"n": id, "pad": pad(994)}], "$db": "bench"},
+                    bson::rawdoc! {"n": 1i32, "ok": 1.0},
+                ),
+                "getmore_batch" => {
+                    let mut batch = bson::RawArrayBuf::new();
+                    for k in 0..10 {
+                        batch.push(bson::rawdoc! {"_id": id * 10 + k, "pad": pad(994)});
+                    }
+                    (
+                        bson::rawdoc! {"getMore": 77i64 + conn as i64, "collection": "cursor", "batchSize": 10i32, "$db": "bench"},
+                        bson::rawdoc! {"cursor": {"id": 77i64 + conn as i64, "ns": "bench.cursor", "nextBatch": batch}, "ok": 1.0},
+                    )
+                }
+                other => panic!("no typical workload {other}"),
+            };
+            (conn, encode(id, request), encode(0, reply))
+        })
+        .collect()
 }
 
 fn main() {
@@ -97,6 +150,18 @@ fn main() {
             }
             println!("{name}: {n} pairs");
         }
+        for name in TYPICAL {
+            if only.as_deref().is_some_and(|o| o != name) {
+                continue;
+            }
+            let (mut engine, stats) = (engine(), Stats::default());
+            let pairs = typical(name);
+            for i in 0..n as usize {
+                let (conn, request, reply) = &pairs[i % pairs.len()];
+                pair_on(*conn, &mut engine, &stats, request, reply);
+            }
+            println!("{name}: {n} pairs");
+        }
         return;
     }
     divan::main();
@@ -113,6 +178,25 @@ fn analysis(bencher: Bencher, workload: &str) {
         pair(&mut engine, &stats, &request, &reply);
     }
     bencher.bench_local(|| pair(&mut engine, &stats, &request, &reply));
+}
+
+const TYPICAL: [&str; 3] = ["find_by_id", "insert_1kib", "getmore_batch"];
+
+/// The typical messages (see [`typical`]), one pair per iteration, cycling
+/// through 1,000 distinct pairs over 16 connections (per pair).
+#[divan::bench(args = TYPICAL)]
+fn typical_traffic(bencher: Bencher, workload: &str) {
+    let pairs = typical(workload);
+    let (mut engine, stats) = (engine(), Stats::default());
+    for (conn, request, reply) in &pairs {
+        pair_on(*conn, &mut engine, &stats, request, reply);
+    }
+    let mut i = 0;
+    bencher.bench_local(|| {
+        let (conn, request, reply) = &pairs[i % pairs.len()];
+        i += 1;
+        pair_on(*conn, &mut engine, &stats, request, reply)
+    });
 }
 
 mod forward {

@@ -31,8 +31,11 @@
 //! The generator is closed-loop: N connections, each sending a request and
 //! waiting for its reply (a cursor workload follows its getMores), over a
 //! fixed duration after a warm-up; latencies go into an HdrHistogram.
-//! Proxy CPU per operation is read from /proc (all threads). Figures are
-//! printed, never asserted.
+//! Proxy CPU per operation is read from /proc (all threads), and for
+//! wirelint the analysis threads' part of it apart (`anl µs/op`), so a
+//! difference between analysis on and off splits into the analysis itself
+//! and what handing messages to it costs the forwarding threads. Figures
+//! are printed, never asserted.
 
 use bson::rawdoc;
 use hdrhistogram::Histogram;
@@ -189,12 +192,25 @@ impl Drop for Proc {
 impl Proc {
     /// CPU time of every thread, from /proc (Linux).
     fn cpu(&self) -> Option<Duration> {
-        let mut total = 0u64;
+        self.cpu_split().map(|c| c.all)
+    }
+
+    /// CPU time of every thread, and of wirelint's analysis threads among
+    /// them (named `wirelint-analysis-N`, which the kernel cuts to 15
+    /// bytes), from /proc (Linux).
+    fn cpu_split(&self) -> Option<Cpu> {
+        let mut cpu = Cpu::default();
         for task in std::fs::read_dir(format!("/proc/{}/task", self.0.id())).ok()? {
-            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-            total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+            let path = task.ok()?.path();
+            let stat = std::fs::read_to_string(path.join("schedstat")).ok()?;
+            let ns = Duration::from_nanos(stat.split_whitespace().next()?.parse::<u64>().ok()?);
+            cpu.all += ns;
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            if comm.starts_with("wirelint-analys") {
+                cpu.analysis += ns;
+            }
         }
-        Some(Duration::from_nanos(total))
+        Some(cpu)
     }
 
     /// Resident memory (VmRSS), bytes.
@@ -202,6 +218,24 @@ impl Proc {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
         let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
         Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    }
+}
+
+/// A process's CPU time: all threads, and the analysis threads' share.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    all: Duration,
+    analysis: Duration,
+}
+
+impl Cpu {
+    /// What was spent between `before` and `self`, scaled by `share` (the
+    /// measured part of a run that includes its warm-up).
+    fn since(self, before: Cpu, share: f64) -> Cpu {
+        Cpu {
+            all: self.all.saturating_sub(before.all).mul_f64(share),
+            analysis: self.analysis.saturating_sub(before.analysis).mul_f64(share),
+        }
     }
 }
 
@@ -502,6 +536,8 @@ struct Measured {
     ops: u64,
     seconds: f64,
     cpu: Duration,
+    /// Of `cpu`, what wirelint's analysis threads spent.
+    analysis: Duration,
     latency: Option<Histogram<u64>>,
 }
 
@@ -510,6 +546,7 @@ impl Measured {
         self.ops += other.ops;
         self.seconds += other.seconds;
         self.cpu += other.cpu;
+        self.analysis += other.analysis;
         match (&mut self.latency, other.latency) {
             (Some(a), Some(b)) => a.add(b).unwrap(),
             (a, b) => *a = a.take().or(b),
@@ -683,7 +720,7 @@ async fn go_driver(
             let mut sums: Vec<Measured> = targets.iter().map(|_| Measured::default()).collect();
             for _ in 0..rounds {
                 for (i, t) in targets.iter().enumerate() {
-                    let before = t.proc.as_ref().and_then(Proc::cpu);
+                    let before = t.proc.as_ref().and_then(Proc::cpu_split);
                     let uri = format!("mongodb://{}/?directConnection=true", t.addr);
                     let run = Command::new(&binary)
                         .args(["-uri", &uri, "-workload", arg, "-conns", &n.to_string()])
@@ -691,14 +728,15 @@ async fn go_driver(
                         .args(["-warmup", &warmup.as_secs_f64().to_string()])
                         .stderr(Stdio::inherit())
                         .output();
-                    let after = t.proc.as_ref().and_then(Proc::cpu);
+                    let after = t.proc.as_ref().and_then(Proc::cpu_split);
                     let Some(mut m) = run.ok().and_then(|o| go_measured(&o.stdout)) else {
                         println!("go-load failed against {}", t.name);
                         continue;
                     };
                     if let (Some(before), Some(after)) = (before, after) {
                         let share = seconds / (seconds + warmup.as_secs_f64());
-                        m.cpu = (after - before).mul_f64(share);
+                        let spent = after.since(before, share);
+                        (m.cpu, m.analysis) = (spent.all, spent.analysis);
                     }
                     sums[i].add(m);
                 }
@@ -720,6 +758,7 @@ fn go_measured(stdout: &[u8]) -> Option<Measured> {
         ops: v["ops"].as_u64()?,
         seconds: v["seconds"].as_f64()?,
         cpu: Duration::ZERO,
+        analysis: Duration::ZERO,
         latency: Some(latency),
     })
 }
@@ -754,8 +793,13 @@ fn print_rows(
             (Some(c), Some(r)) if r > 0.0 => format!("{:.2}", c / r),
             _ => "-".to_string(),
         };
+        let analysis = if own.is_some() && !m.analysis.is_zero() {
+            format!("{:.1}", m.analysis.as_secs_f64() * 1e6 / m.ops as f64)
+        } else {
+            "-".to_string()
+        };
         println!(
-            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>9}",
+            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
             backend,
             workload.name(),
             conns,
@@ -769,6 +813,7 @@ fn print_rows(
             m.quantile(0.99) as i64 - sums[0].quantile(0.99) as i64,
             cpu,
             cpu_vs_relay,
+            analysis,
         );
     }
 }
@@ -881,7 +926,7 @@ async fn bench() {
         backends.push(("ferretdb", p.1));
     }
     println!(
-        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
         "backend",
         "workload",
         "conns",
@@ -894,9 +939,10 @@ async fn bench() {
         "+p50 µs",
         "+p99 µs",
         "cpu µs/op",
-        "cpu×relay"
+        "cpu×relay",
+        "anl µs/op"
     );
-    println!("(×relay and cpu×relay: against HAProxy in TCP mode when it runs, else socat)");
+    println!("(×relay and cpu×relay: against HAProxy in TCP mode when it runs, else socat; anl µs/op: the part of cpu µs/op spent on wirelint's analysis threads)");
     let mut missing_peers = Vec::new();
     for (backend, addr) in &backends {
         let targets = targets(*addr, true, &mut missing_peers);
@@ -910,14 +956,15 @@ async fn bench() {
                 let mut sums: Vec<Measured> = targets.iter().map(|_| Measured::default()).collect();
                 for _ in 0..rounds {
                     for (i, t) in targets.iter().enumerate() {
-                        let cpu = t.proc.as_ref().and_then(Proc::cpu);
+                        let cpu = t.proc.as_ref().and_then(Proc::cpu_split);
                         let mut m = load(t.addr, workload, n, warmup, duration).await;
                         if let (Some(before), Some(after)) =
-                            (cpu, t.proc.as_ref().and_then(Proc::cpu))
+                            (cpu, t.proc.as_ref().and_then(Proc::cpu_split))
                         {
                             // Includes the warm-up; scaled to the measured part.
                             let share = duration.as_secs_f64() / (duration + warmup).as_secs_f64();
-                            m.cpu = (after - before).mul_f64(share);
+                            let spent = after.since(before, share);
+                            (m.cpu, m.analysis) = (spent.all, spent.analysis);
                         }
                         sums[i].add(m);
                     }
