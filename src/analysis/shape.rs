@@ -233,12 +233,20 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
 
 /// A BSON value's type, as shapes write it.
 pub fn type_name(v: Value<'_>) -> &'static str {
-    match v.element_type() {
+    match v {
+        Value::Binary { subtype: 0x04, .. } => "?uuid",
+        _ => type_byte_name(v.element_type()),
+    }
+}
+
+/// The name of a BSON type byte, as shapes write it (binary data of every
+/// subtype reads `?binData`; [`type_name`] tells UUIDs apart).
+fn type_byte_name(t: u8) -> &'static str {
+    match t {
         0x01 => "?double",
         0x02 => "?string",
         0x03 => "?object",
         0x04 => "?array",
-        0x05 if matches!(v, Value::Binary { subtype: 0x04, .. }) => "?uuid",
         0x05 => "?binData",
         0x06 => "?undefined",
         0x07 => "?objectId",
@@ -371,19 +379,36 @@ fn operators<S: Sink>(d: &[u8], s: &mut S, depth: usize) {
 
 /// An array literal written as the sorted set of its element types.
 fn collapsed<S: Sink>(a: &[u8], s: &mut S) {
-    // At most 21 distinct type names: a set on the stack, no allocation.
-    let mut types = [""; 24];
+    // At most 21 distinct type names: a set on the stack, no allocation,
+    // gathered by type byte (binary subtype 4 apart: it reads `?uuid`)
+    // and named once.
+    let mut seen = [(0u8, false); 24];
     let mut n = 0;
-    for t in values(a).map_while(Result::ok).map(type_name) {
-        if n < types.len() && !types[..n].contains(&t) {
-            types[n] = t;
+    for v in values(a).map_while(Result::ok) {
+        let t = (
+            v.element_type(),
+            matches!(v, Value::Binary { subtype: 0x04, .. }),
+        );
+        if n < seen.len() && !seen[..n].contains(&t) {
+            seen[n] = t;
             n += 1;
         }
     }
+    let mut types = [""; 24];
+    for (name, &(t, uuid)) in types.iter_mut().zip(&seen[..n]) {
+        *name = if uuid { "?uuid" } else { type_byte_name(t) };
+    }
     types[..n].sort_unstable();
+    // Two type bytes share a name (code, code with scope): written once.
+    let mut last = "";
+    let mut first = true;
     s.push('[');
-    for (i, t) in types[..n].iter().enumerate() {
-        if i > 0 {
+    for t in &types[..n] {
+        if *t == last {
+            continue;
+        }
+        last = t;
+        if !std::mem::take(&mut first) {
             s.push_str(", ");
         }
         s.push_str(t);
@@ -562,6 +587,28 @@ mod tests {
         let shape = of_command(&cmd);
         assert_eq!(hash_of_command(&cmd), shape.hash, "the id without the text");
         shape.text.to_string()
+    }
+
+    #[test]
+    fn an_in_list_reads_as_its_sorted_type_names_each_once() {
+        let uuid = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: vec![7; 16],
+        };
+        let other = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: vec![1],
+        };
+        let code = bson::Bson::JavaScriptCode("f()".into());
+        let scoped = bson::Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope {
+            code: "g()".into(),
+            scope: bson::doc! {},
+        });
+        let body = bson::doc! {"find": "c", "filter": {"k": {"$in": [3, "s", uuid.clone(), 4, other, code, scoped, "t", uuid, 5i64]}}, "$db": "d"};
+        assert_eq!(
+            shape(bson::RawDocumentBuf::try_from(&body).unwrap()),
+            "find d.c {k: {$in: [?binData, ?int, ?javascript, ?long, ?string, ?uuid]}}"
+        );
     }
 
     #[test]

@@ -167,24 +167,25 @@ pub fn elements(doc: &[u8]) -> Elements<'_> {
 impl<'a> Iterator for Elements<'a> {
     type Item = Result<Element<'a>, WireError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
         let start = self.pos;
-        let element_type = *self.doc.get(start)?;
-        if element_type == 0 {
+        let tail = self.doc.get(start..).filter(|t| !t.is_empty())?;
+        if tail[0] == 0 {
             self.done = true;
-            if start + 1 != self.doc.len() {
+            if tail.len() != 1 {
                 return Some(Err(WireError::InvalidBson(
                     "bytes after the terminating NUL",
                 )));
             }
             return None;
         }
-        match element_at(self.doc, start) {
-            Ok((element, end)) => {
-                self.pos = end;
+        match element_at(tail) {
+            Ok(element) => {
+                self.pos = start + element.raw.len();
                 Some(Ok(element))
             }
             Err(e) => {
@@ -195,35 +196,31 @@ impl<'a> Iterator for Elements<'a> {
     }
 }
 
-fn element_at(doc: &[u8], start: usize) -> Result<(Element<'_>, usize), WireError> {
-    let element_type = doc[start];
-    let key_start = start + 1;
-    let rest = doc
-        .get(key_start..)
-        .ok_or(WireError::InvalidBson("missing key"))?;
-    let nul = rest
+/// The element at the start of `tail` (the rest of a document from an
+/// element's type byte, which is not the terminating NUL). Every length is
+/// checked against the bytes there: a value must end before the
+/// document's last byte (its terminating NUL).
+#[inline]
+fn element_at(tail: &[u8]) -> Result<Element<'_>, WireError> {
+    let element_type = tail[0];
+    let after_type = &tail[1..];
+    let nul = after_type
         .iter()
         .position(|&b| b == 0)
         .ok_or(WireError::InvalidBson("key without NUL"))?;
-    let key = &rest[..nul];
-    let value_start = key_start + nul + 1;
-    let len = value_len(doc, element_type, value_start)?;
-    let end = value_start
-        .checked_add(len)
-        .ok_or(WireError::InvalidBson("element length overflows"))?;
-    // The last byte of the document is its terminating NUL, never part of a value.
-    if end >= doc.len() {
+    let (key, rest) = after_type.split_at(nul);
+    let value_start = &rest[1..];
+    let len = value_len(value_start, element_type, 0)?;
+    if len >= value_start.len() {
         return Err(WireError::InvalidBson("element runs past the document"));
     }
-    Ok((
-        Element {
-            element_type,
-            key,
-            value: &doc[value_start..end],
-            raw: &doc[start..end],
-        },
-        end,
-    ))
+    Ok(Element {
+        element_type,
+        key,
+        value: &value_start[..len],
+        // Type byte, key, its NUL, value: shorter than `tail` (checked above).
+        raw: &tail[..nul + 2 + len],
+    })
 }
 
 fn len_prefixed(doc: &[u8], at: usize, min: i32, extra: usize) -> Result<usize, WireError> {
