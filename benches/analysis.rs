@@ -64,11 +64,6 @@ fn engine() -> Engine {
     Engine::new(knowledge, None)
 }
 
-/// A request and its reply.
-fn pair(engine: &mut Engine, stats: &Stats, request: &Bytes, reply: &Bytes) {
-    pair_on(1, engine, stats, request, reply)
-}
-
 /// A request and its reply on connection `conn`, each as a worker takes
 /// it: decoded and counted, then analysed.
 fn pair_on(conn: u64, engine: &mut Engine, stats: &Stats, request: &Bytes, reply: &Bytes) {
@@ -139,23 +134,10 @@ fn main() {
         // A fixed amount of work for `valgrind --tool=callgrind`, whose
         // instruction count is the same on every run of the same binary.
         let only = std::env::var("WIRELINT_CALLGRIND_ONLY").ok();
-        for (name, request, reply) in PAIRS {
-            if only.as_deref().is_some_and(|o| o != name) {
-                continue;
-            }
+        let names = PAIRS.iter().map(|p| p.0).chain(TYPICAL);
+        for name in names.filter(|name| only.as_deref().is_none_or(|o| o == *name)) {
             let (mut engine, stats) = (engine(), Stats::default());
-            let (request, reply) = (Bytes::from_static(request), Bytes::from_static(reply));
-            for _ in 0..n {
-                pair(&mut engine, &stats, &request, &reply);
-            }
-            println!("{name}: {n} pairs");
-        }
-        for name in TYPICAL {
-            if only.as_deref().is_some_and(|o| o != name) {
-                continue;
-            }
-            let (mut engine, stats) = (engine(), Stats::default());
-            let pairs = typical(name);
+            let pairs = workload(name);
             for i in 0..n as usize {
                 let (conn, request, reply) = &pairs[i % pairs.len()];
                 pair_on(*conn, &mut engine, &stats, request, reply);
@@ -167,28 +149,27 @@ fn main() {
     divan::main();
 }
 
-/// One request and its reply through the whole analysis (per pair).
-#[divan::bench(args = ["find", "update", "insert_30_docs", "aggregate_lookup"])]
-fn analysis(bencher: Bencher, workload: &str) {
-    let (_, request, reply) = PAIRS.iter().find(|p| p.0 == workload).unwrap();
-    let (request, reply) = (Bytes::from_static(request), Bytes::from_static(reply));
-    let (mut engine, stats) = (engine(), Stats::default());
-    // Past the first sightings: the steady state a long-running proxy is in.
-    for _ in 0..1000 {
-        pair(&mut engine, &stats, &request, &reply);
-    }
-    bencher.bench_local(|| pair(&mut engine, &stats, &request, &reply));
-}
-
 const TYPICAL: [&str; 3] = ["find_by_id", "insert_1kib", "getmore_batch"];
 
-/// The typical messages (see [`typical`]), one pair per iteration, cycling
-/// through 1,000 distinct pairs over 16 connections (per pair).
-#[divan::bench(args = TYPICAL)]
-fn typical_traffic(bencher: Bencher, workload: &str) {
-    let pairs = typical(workload);
+/// The pairs a workload cycles through: a captured pair alone on
+/// connection 1, or the typical traffic (see [`typical`]).
+fn workload(name: &str) -> Vec<(u64, Bytes, Bytes)> {
+    match PAIRS.iter().find(|p| p.0 == name) {
+        Some((_, request, reply)) => {
+            vec![(1, Bytes::from_static(request), Bytes::from_static(reply))]
+        }
+        None => typical(name),
+    }
+}
+
+/// One pair per iteration through the whole analysis, cycling through the
+/// workload's pairs, after 1,000 pairs first: the steady state a
+/// long-running proxy is in (per pair).
+fn bench_workload(bencher: Bencher, name: &str) {
+    let pairs = workload(name);
     let (mut engine, stats) = (engine(), Stats::default());
-    for (conn, request, reply) in &pairs {
+    for i in 0..1000 {
+        let (conn, request, reply) = &pairs[i % pairs.len()];
         pair_on(*conn, &mut engine, &stats, request, reply);
     }
     let mut i = 0;
@@ -197,6 +178,18 @@ fn typical_traffic(bencher: Bencher, workload: &str) {
         i += 1;
         pair_on(*conn, &mut engine, &stats, request, reply)
     });
+}
+
+/// One captured request and its reply through the whole analysis.
+#[divan::bench(args = ["find", "update", "insert_30_docs", "aggregate_lookup"])]
+fn analysis(bencher: Bencher, name: &str) {
+    bench_workload(bencher, name)
+}
+
+/// The typical messages: 1,000 distinct pairs over 16 connections.
+#[divan::bench(args = TYPICAL)]
+fn typical_traffic(bencher: Bencher, name: &str) {
+    bench_workload(bencher, name)
 }
 
 mod forward {

@@ -210,7 +210,7 @@ fn element_at(tail: &[u8]) -> Result<Element<'_>, WireError> {
         .ok_or(WireError::InvalidBson("key without NUL"))?;
     let (key, rest) = after_type.split_at(nul);
     let value_start = &rest[1..];
-    let len = value_len(value_start, element_type, 0)?;
+    let len = value_len(value_start, element_type)?;
     if len >= value_start.len() {
         return Err(WireError::InvalidBson("element runs past the document"));
     }
@@ -243,24 +243,25 @@ fn cstr_len(doc: &[u8], at: usize) -> Result<usize, WireError> {
         .ok_or(WireError::InvalidBson("cstring without NUL"))
 }
 
-/// The size in bytes of a value of `element_type` starting at `at`.
-fn value_len(doc: &[u8], element_type: u8, at: usize) -> Result<usize, WireError> {
+/// The size in bytes of a value of `element_type` at the start of `value`
+/// (the rest of the document from there).
+fn value_len(value: &[u8], element_type: u8) -> Result<usize, WireError> {
     Ok(match element_type {
         0x01 | 0x09 | 0x11 | 0x12 => 8,
-        0x02 | 0x0D | 0x0E => len_prefixed(doc, at, 1, 4)?,
-        0x03 | 0x04 => len_prefixed(doc, at, 5, 0)?,
-        0x05 => len_prefixed(doc, at, 0, 5)?,
+        0x02 | 0x0D | 0x0E => len_prefixed(value, 0, 1, 4)?,
+        0x03 | 0x04 => len_prefixed(value, 0, 5, 0)?,
+        0x05 => len_prefixed(value, 0, 0, 5)?,
         0x06 | 0x0A | 0xFF | 0x7F => 0,
         0x07 => 12,
         0x08 => 1,
         0x0B => {
-            let a = cstr_len(doc, at)?;
-            a + cstr_len(doc, at + a)?
+            let a = cstr_len(value, 0)?;
+            a + cstr_len(value, a)?
         }
-        0x0C => len_prefixed(doc, at, 1, 4)?
+        0x0C => len_prefixed(value, 0, 1, 4)?
             .checked_add(12)
             .ok_or(WireError::InvalidBson("length overflows"))?,
-        0x0F => len_prefixed(doc, at, 14, 0)?,
+        0x0F => len_prefixed(value, 0, 14, 0)?,
         0x10 => 4,
         0x13 => 16,
         _ => return Err(WireError::InvalidBson("unknown element type")),
