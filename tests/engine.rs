@@ -242,6 +242,25 @@ fn a_named_pattern_groups_its_operations_into_calls() {
 /// analysis, rules included, on a thread with the analysis workers' 2 MiB
 /// stack: the walks over filters are depth-bounded, so nothing overflows
 /// (an overflow aborts the process; no `catch_unwind` would see it).
+/// Analyses one request and its reply on a thread with a 2 MiB stack (an
+/// eighth of an analysis thread's): whether it finished (a walk without
+/// a bound overflows and aborts the test process).
+fn round_trip_on_small_stack(k: &Arc<Mutex<Knowledge>>, request: Vec<u8>, reply: Vec<u8>) -> bool {
+    let k = k.clone();
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let mut e = Engine::new(k, None);
+            let t = Instant::now();
+            e.message(1, Direction::Request, t, Bytes::from(request));
+            e.message(1, Direction::Reply, t, Bytes::from(reply));
+            e.flush();
+        })
+        .unwrap()
+        .join()
+        .is_ok()
+}
+
 #[test]
 fn a_filter_nested_thousands_deep_is_analysed_without_overflow() {
     fn element(kind: u8, key: &str, value: &[u8], out: &mut Vec<u8>) {
@@ -275,22 +294,9 @@ fn a_filter_nested_thousands_deep_is_analysed_without_overflow() {
         vec!["a".into()],
         wirelint::analysis::partition::KeyKind::Ranged,
     );
-    let analysed = std::thread::Builder::new()
-        .stack_size(2 << 20)
-        .spawn({
-            let k = k.clone();
-            move || {
-                let mut e = Engine::new(k, None);
-                let t = Instant::now();
-                e.message(1, Direction::Request, t, Bytes::from(request));
-                let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(0)}, "ok": 1.0};
-                e.message(1, Direction::Reply, t, Bytes::from(encode(2, 1, 0, reply.as_bytes(), &[])));
-                e.flush();
-            }
-        })
-        .unwrap()
-        .join();
-    assert!(analysed.is_ok());
+    let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(0)}, "ok": 1.0};
+    let reply = encode(2, 1, 0, reply.as_bytes(), &[]);
+    assert!(round_trip_on_small_stack(&k, request, reply));
     let k = k.lock().unwrap();
     assert_eq!(k.operations, 1, "the request was analysed, not skipped");
 }
@@ -773,5 +779,72 @@ fn a_list_holds_its_reply_until_a_follow_up_indexes_it() {
     assert!(
         settled + 40_000 < holding,
         "past the window the tick gives the bytes back: {holding} -> {settled}"
+    );
+}
+
+/// Replies are not depth-checked before the analysis (a server never
+/// sends BSON nested past its own limit, and walking a whole reply for it
+/// cost more than the rest of the analysis of a large batch): every walk
+/// of a reply's documents is bounded by its own depth. A returned document
+/// whose `_id` and fields nest 320,000 levels (2.5 MB, over the 2 MiB at
+/// which WL103 reports it, showing its `_id` with `--show-values`) is
+/// analysed by every rule on a 2 MiB stack.
+#[test]
+fn a_reply_nested_hundreds_of_thousands_deep_is_analysed_without_overflow() {
+    const LEVELS: usize = 320_000;
+    // {a: {a: … {}}}: each level's length and element header, the
+    // innermost empty document, then each level's terminating NUL.
+    let mut deep = Vec::with_capacity(5 + 8 * LEVELS);
+    for level in (1..=LEVELS).rev() {
+        deep.extend_from_slice(&((5 + 8 * level) as i32).to_le_bytes());
+        deep.extend_from_slice(&[0x03, b'a', 0]);
+    }
+    deep.extend_from_slice(&[5, 0, 0, 0, 0]);
+    deep.resize(5 + 8 * LEVELS, 0);
+    let element = |kind: u8, key: &str, value: &[u8], out: &mut Vec<u8>| {
+        out.push(kind);
+        out.extend_from_slice(key.as_bytes());
+        out.push(0);
+        out.extend_from_slice(value);
+    };
+    let document = |elements: &[u8]| {
+        let mut d = ((elements.len() + 5) as i32).to_le_bytes().to_vec();
+        d.extend_from_slice(elements);
+        d.push(0);
+        d
+    };
+    let mut returned = Vec::new();
+    element(0x03, "_id", &deep, &mut returned);
+    element(0x04, "tags", &deep, &mut returned);
+    element(0x03, "profile", &deep, &mut returned);
+    let mut first_batch = Vec::new();
+    element(0x03, "0", &document(&returned), &mut first_batch);
+    let mut cursor = Vec::new();
+    element(0x12, "id", &0i64.to_le_bytes(), &mut cursor);
+    element(0x02, "ns", &[4, 0, 0, 0, b'd', b'.', b'c', 0], &mut cursor);
+    element(0x04, "firstBatch", &document(&first_batch), &mut cursor);
+    let mut reply = Vec::new();
+    element(0x03, "cursor", &document(&cursor), &mut reply);
+    element(0x01, "ok", &1f64.to_le_bytes(), &mut reply);
+    let reply = encode(2, 1, 0, &document(&reply), &[]);
+    let request = encode(
+        1,
+        0,
+        0,
+        rawdoc! {"find": "c", "filter": {"a": 1}, "$db": "d"}.as_bytes(),
+        &[],
+    );
+    let k = Arc::new(Mutex::new(Knowledge::new(
+        wirelint::rules::all(),
+        RuleSettings::default(),
+        true,
+        Caps::default(),
+    )));
+    assert!(round_trip_on_small_stack(&k, request, reply));
+    let k = k.lock().unwrap();
+    assert_eq!(k.operations, 1, "the round trip was analysed");
+    assert!(
+        k.findings.all().any(|f| f.rule == "WL103"),
+        "the large document was reported"
     );
 }

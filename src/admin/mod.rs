@@ -481,7 +481,7 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
         &mut out,
         "wirelint_analysis_decode_errors_total",
         "counter",
-        "Messages the analysis skipped, by kind (too_deep: nested past the server's limit of 200 levels; invalid_bson, checksum_mismatch, bad_compressed, ...).",
+        "Messages the analysis skipped, by kind (too_deep: a request nested past the server's limit of 200 levels; invalid_bson, checksum_mismatch, bad_compressed, ...).",
     );
     for (k, v) in &s.decode_errors {
         let _ = writeln!(

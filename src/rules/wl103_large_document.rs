@@ -82,8 +82,18 @@ impl Rule for LargeDocument {
         evidence.insert("error_bytes".into(), json!(error as u64));
         evidence.insert("seen_when".into(), json!(source.as_str()));
         if cx.show_values {
-            // Only with --show-values: the id of one such document.
-            if let Some(id) = doc.raw.get("_id").ok().flatten() {
+            // Only with --show-values: the id of one such document. Its
+            // conversion recurses, so an id nested past the server's limit
+            // (only a reply could bring one) is not shown.
+            let id = doc.raw.get("_id").ok().flatten().filter(|id| {
+                let bytes = match id {
+                    bson::RawBsonRef::Document(d) => d.as_bytes(),
+                    bson::RawBsonRef::Array(a) => a.as_bytes(),
+                    _ => &[],
+                };
+                crate::wire::bson_walk::check_nesting(bytes, crate::analysis::MAX_NESTING).is_ok()
+            });
+            if let Some(id) = id {
                 if let Ok(id) = bson::Bson::try_from(id) {
                     evidence.insert("example_id".into(), json!(id.to_string()));
                 }

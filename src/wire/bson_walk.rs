@@ -6,6 +6,7 @@
 //! (the hello rewrite) and lets callers copy elements through unchanged.
 
 use super::{read_i32, WireError};
+use smallvec::SmallVec;
 
 /// One element of a document: `raw` is the whole element (type byte, key,
 /// value), so it can be copied into another document as is.
@@ -269,40 +270,74 @@ fn value_len(value: &[u8], element_type: u8) -> Result<usize, WireError> {
 }
 
 /// How deep documents and arrays nest in `doc` (a document alone is 1),
-/// found without recursion: an explicit stack of the enclosing documents'
-/// walkers, never more than `limit` of them. `Err(TooDeep)` as soon as the
-/// nesting passes `limit`; what lies deeper is not read.
+/// found without recursion: an explicit stack of where each enclosing
+/// document resumes and ends, never more than `limit` of them (on the
+/// stack for the common depths: no allocation). `Err(TooDeep)` as soon as
+/// the nesting passes `limit`; what lies deeper is not read. Every element
+/// is checked as [`elements`] checks it, and the same errors come back, but
+/// nothing is built per element: this is the one walk of a whole reply.
 pub fn nesting_depth(doc: &[u8], limit: usize) -> Result<usize, WireError> {
-    let mut stack: Vec<Elements<'_>> = Vec::with_capacity(16);
-    stack.push(elements(doc));
-    let mut deepest = 1;
-    while let Some(top) = stack.last_mut() {
-        match top.next() {
-            None => {
-                stack.pop();
-            }
-            Some(Err(e)) => return Err(e),
-            Some(Ok(e)) => {
-                let inner = match e.element_type {
-                    0x03 | 0x04 => e.value,
-                    // Code with scope: length, string, then the scope document.
-                    0x0F => {
-                        let code = len_prefixed(e.value, 4, 1, 4)?;
-                        e.value
-                            .get(4 + code..)
-                            .ok_or(WireError::InvalidBson("truncated code with scope"))?
-                    }
-                    _ => continue,
-                };
-                if stack.len() >= limit {
-                    return Err(WireError::TooDeep(limit));
-                }
-                stack.push(elements(inner));
-                deepest = deepest.max(stack.len());
-            }
-        }
+    if doc.len() < 5 {
+        // `elements` yields nothing for it either.
+        return Ok(1);
     }
-    Ok(deepest)
+    // (where the enclosing document resumes, where it ends)
+    let mut stack: SmallVec<[(usize, usize); 16]> = SmallVec::new();
+    let (mut pos, mut end) = (4, doc.len());
+    let mut deepest = 1;
+    loop {
+        // `pos < end` holds: an element always ends before its document's
+        // last byte (checked below).
+        let element_type = doc[pos];
+        if element_type == 0 {
+            if pos + 1 != end {
+                return Err(WireError::InvalidBson("bytes after the terminating NUL"));
+            }
+            match stack.pop() {
+                Some((resume, parent_end)) => (pos, end) = (resume, parent_end),
+                None => return Ok(deepest),
+            }
+            continue;
+        }
+        let nul = doc[pos + 1..end]
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(WireError::InvalidBson("key without NUL"))?;
+        let value_start = pos + 1 + nul + 1;
+        let value = &doc[value_start..end];
+        let len = value_len(value, element_type)?;
+        if len >= value.len() {
+            return Err(WireError::InvalidBson("element runs past the document"));
+        }
+        let next = value_start + len;
+        let inner = match element_type {
+            0x03 | 0x04 => value_start,
+            // Code with scope: length, string, then the scope document.
+            0x0F => {
+                let code = len_prefixed(value, 4, 1, 4)?;
+                if 4 + code > len {
+                    return Err(WireError::InvalidBson("truncated code with scope"));
+                }
+                value_start + 4 + code
+            }
+            _ => {
+                pos = next;
+                continue;
+            }
+        };
+        // The current document and those around it.
+        if stack.len() + 1 >= limit {
+            return Err(WireError::TooDeep(limit));
+        }
+        deepest = deepest.max(stack.len() + 2);
+        if next - inner < 5 {
+            // Too short to hold an element (`elements` yields none).
+            pos = next;
+            continue;
+        }
+        stack.push((next, end));
+        (pos, end) = (inner + 4, next);
+    }
 }
 
 /// `Err(TooDeep)` when `doc` nests deeper than `limit`, as
@@ -313,6 +348,16 @@ pub fn nesting_depth(doc: &[u8], limit: usize) -> Result<usize, WireError> {
 pub fn check_nesting(doc: &[u8], limit: usize) -> Result<(), WireError> {
     if doc.len() < 5 + 7 * limit {
         return Ok(());
+    }
+    nesting_depth(doc, limit).map(|_| ())
+}
+
+/// `Ok` when `doc`'s top-level elements are well formed (as [`elements`]
+/// reads them) and it nests no deeper than `limit`: one walk, the nesting
+/// walk's when the document is long enough to nest that deep.
+pub fn check_document(doc: &[u8], limit: usize) -> Result<(), WireError> {
+    if doc.len() < 5 + 7 * limit {
+        return elements(doc).try_for_each(|e| e.map(|_| ()));
     }
     nesting_depth(doc, limit).map(|_| ())
 }
@@ -423,6 +468,110 @@ mod tests {
         let len = body.len() as i32;
         body[..4].copy_from_slice(&len.to_le_bytes());
         assert_eq!(body, doc.as_bytes());
+    }
+
+    /// The walk `nesting_depth` replaced: a stack of [`elements`]. Kept
+    /// as the reference the faster walk must agree with.
+    fn nesting_depth_by_elements(doc: &[u8], limit: usize) -> Result<usize, WireError> {
+        let mut stack: Vec<Elements<'_>> = vec![elements(doc)];
+        let mut deepest = 1;
+        while let Some(top) = stack.last_mut() {
+            match top.next() {
+                None => {
+                    stack.pop();
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(e)) => {
+                    let inner = match e.element_type {
+                        0x03 | 0x04 => e.value,
+                        0x0F => {
+                            let code = len_prefixed(e.value, 4, 1, 4)?;
+                            e.value
+                                .get(4 + code..)
+                                .ok_or(WireError::InvalidBson("truncated code with scope"))?
+                        }
+                        _ => continue,
+                    };
+                    if stack.len() >= limit {
+                        return Err(WireError::TooDeep(limit));
+                    }
+                    stack.push(elements(inner));
+                    deepest = deepest.max(stack.len());
+                }
+            }
+        }
+        Ok(deepest)
+    }
+
+    /// Every single-byte corruption and every cut of a document holding
+    /// each container type (code with scope included) gets the same answer
+    /// — depth, or the same error — from the walk and its reference, at
+    /// every limit around the document's depth.
+    #[test]
+    fn the_nesting_walk_agrees_with_the_element_walker_on_corrupt_input() {
+        let scope = bson::Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope {
+            code: "f()".into(),
+            scope: bson::doc! {"s": {"t": 1}},
+        });
+        let doc = bson::doc! {
+            "a": {"b": [1, {"c": "x"}, []], "e": {}}, "code": scope,
+            "re": bson::Regex { pattern: "a".try_into().unwrap(), options: "i".try_into().unwrap() },
+            "n": bson::Bson::Null, "z": 2.5,
+        };
+        let bytes = bson::RawDocumentBuf::try_from(&doc).unwrap().into_bytes();
+        let mut cases = vec![bytes.clone()];
+        for at in 0..bytes.len() {
+            for b in [0u8, 1, 3, 4, 5, 0x0F, 0x7f, 0xff] {
+                let mut c = bytes.clone();
+                c[at] = b;
+                cases.push(c);
+            }
+            let mut cut = bytes[..at].to_vec();
+            if cut.len() >= 4 {
+                cut[..4].copy_from_slice(&(at as i32).to_le_bytes());
+            }
+            cases.push(cut);
+        }
+        for case in &cases {
+            for limit in 1..6 {
+                assert_eq!(
+                    nesting_depth(case, limit),
+                    nesting_depth_by_elements(case, limit),
+                    "{case:?} limit {limit}"
+                );
+            }
+        }
+        assert_eq!(nesting_depth(&bytes, 200), Ok(4));
+        // Code with scope whose string length points anywhere in (or past)
+        // the value, and scopes too short to hold an element.
+        for string_len in 1..14i32 {
+            for scope in [
+                &[][..],
+                &[5, 0, 0, 0],
+                &[5, 0, 0, 0, 0],
+                &[4, 0, 0, 0, 0, 0],
+            ] {
+                let mut value = vec![0; 4];
+                value.extend_from_slice(&string_len.to_le_bytes());
+                value.extend_from_slice(b"f()\0");
+                value.extend_from_slice(scope);
+                let total = value.len() as i32;
+                value[..4].copy_from_slice(&total.to_le_bytes());
+                let mut case = vec![0; 4];
+                case.extend_from_slice(&[0x0F, b'c', 0]);
+                case.extend_from_slice(&value);
+                case.push(0);
+                let total = case.len() as i32;
+                case[..4].copy_from_slice(&total.to_le_bytes());
+                for limit in 1..4 {
+                    assert_eq!(
+                        nesting_depth(&case, limit),
+                        nesting_depth_by_elements(&case, limit),
+                        "string length {string_len}, scope {scope:?}, limit {limit}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
