@@ -1,7 +1,7 @@
 //! Micro-benchmarks (divan): what wirelint spends per message.
 //!
 //! - `analysis`: what a worker does per message — decode and count
-//!   (`analysis::decode`: framing, checksum, nesting, counters), then the
+//!   (`analysis::Decoder`: framing, checksum, nesting, counters added in bulk), then the
 //!   engine (command model, shape, pairing, state, every rule) — on
 //!   request/reply pairs captured from real drivers (fixtures/wire/), one
 //!   thread. Time and allocations are per pair (two messages).
@@ -25,6 +25,7 @@ use std::time::Instant;
 use wirelint::analysis::engine::Engine;
 use wirelint::analysis::knowledge::Knowledge;
 use wirelint::analysis::state::Caps;
+use wirelint::analysis::Decoder;
 use wirelint::rules::RuleSettings;
 use wirelint::stats::{Direction, Stats};
 
@@ -54,23 +55,37 @@ const PAIRS: [(&str, &[u8], &[u8]); 4] = [
     ),
 ];
 
-fn engine() -> Engine {
-    let knowledge = Arc::new(Mutex::new(Knowledge::new(
-        wirelint::rules::all(),
-        RuleSettings::default(),
-        false,
-        Caps::default(),
-    )));
-    Engine::new(knowledge, None)
+/// What an analysis worker holds: its engine and decoder, and the
+/// counters they add to.
+struct Worker {
+    engine: Engine,
+    decoder: Decoder,
+    stats: Stats,
 }
 
-/// A request and its reply on connection `conn`, each as a worker takes
-/// it: decoded and counted, then analysed.
-fn pair_on(conn: u64, engine: &mut Engine, stats: &Stats, request: &Bytes, reply: &Bytes) {
-    let at = Instant::now();
-    for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
-        if let Some(frame) = wirelint::analysis::decode(conn, direction, frame, stats) {
-            engine.message(conn, direction, at, frame);
+impl Worker {
+    fn new() -> Worker {
+        let knowledge = Arc::new(Mutex::new(Knowledge::new(
+            wirelint::rules::all(),
+            RuleSettings::default(),
+            false,
+            Caps::default(),
+        )));
+        Worker {
+            engine: Engine::new(knowledge, None),
+            decoder: Decoder::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// A request and its reply on connection `conn`, each as a worker
+    /// takes it: decoded and counted, then analysed.
+    fn pair(&mut self, conn: u64, request: &Bytes, reply: &Bytes) {
+        let at = Instant::now();
+        for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
+            if let Some(frame) = self.decoder.decode(conn, direction, frame, &self.stats) {
+                self.engine.message(conn, direction, at, frame);
+            }
         }
     }
 }
@@ -136,11 +151,11 @@ fn main() {
         let only = std::env::var("WIRELINT_CALLGRIND_ONLY").ok();
         let names = PAIRS.iter().map(|p| p.0).chain(TYPICAL);
         for name in names.filter(|name| only.as_deref().is_none_or(|o| o == *name)) {
-            let (mut engine, stats) = (engine(), Stats::default());
+            let mut worker = Worker::new();
             let pairs = workload(name);
             for i in 0..n as usize {
                 let (conn, request, reply) = &pairs[i % pairs.len()];
-                pair_on(*conn, &mut engine, &stats, request, reply);
+                worker.pair(*conn, request, reply);
             }
             println!("{name}: {n} pairs");
         }
@@ -167,16 +182,16 @@ fn workload(name: &str) -> Vec<(u64, Bytes, Bytes)> {
 /// long-running proxy is in (per pair).
 fn bench_workload(bencher: Bencher, name: &str) {
     let pairs = workload(name);
-    let (mut engine, stats) = (engine(), Stats::default());
+    let mut worker = Worker::new();
     for i in 0..1000 {
         let (conn, request, reply) = &pairs[i % pairs.len()];
-        pair_on(*conn, &mut engine, &stats, request, reply);
+        worker.pair(*conn, request, reply);
     }
     let mut i = 0;
     bencher.bench_local(|| {
         let (conn, request, reply) = &pairs[i % pairs.len()];
         i += 1;
-        pair_on(*conn, &mut engine, &stats, request, reply)
+        worker.pair(*conn, request, reply)
     });
 }
 

@@ -89,13 +89,14 @@ impl AnalysisCounters {
         last != Some(now)
     }
 
-    pub fn count_command(&mut self, name: &str) {
-        if let Some(n) = self.commands.get_mut(name) {
-            *n += 1;
+    /// Counts `n` requests of the command `name`.
+    pub fn count_command(&mut self, name: &str, n: u64) {
+        if let Some(count) = self.commands.get_mut(name) {
+            *count += n;
         } else if self.commands.len() < MAX_COMMAND_NAMES && name.len() <= MAX_COMMAND_NAME {
-            self.commands.insert(name.to_string(), 1);
+            self.commands.insert(name.to_string(), n);
         } else {
-            *self.commands.entry("(other)".to_string()).or_default() += 1;
+            *self.commands.entry("(other)".to_string()).or_default() += n;
         }
     }
 }
@@ -238,12 +239,12 @@ mod tests {
     #[test]
     fn command_names_are_bounded_in_number_and_length() {
         let mut c = AnalysisCounters::default();
-        c.count_command("find");
-        c.count_command(&"x".repeat(10_000));
+        c.count_command("find", 1);
+        c.count_command(&"x".repeat(10_000), 1);
         for i in 0..10_000 {
-            c.count_command(&format!("cmd{i}"));
+            c.count_command(&format!("cmd{i}"), 1);
         }
-        c.count_command("find");
+        c.count_command("find", 1);
         // "(other)" took one of the 512 places (the long name came early).
         assert_eq!(c.commands.len(), MAX_COMMAND_NAMES);
         assert_eq!(c.commands["find"], 2);

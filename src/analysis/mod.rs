@@ -491,8 +491,12 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
     let mut idle_polls = 0u32;
     let mut ticks_since_message = 0u32;
     let mut taken = Taken::default();
+    let mut decoder = Decoder::default();
     loop {
         let Some(event) = shard.queue.pop() else {
+            // The decoding counted before the messages taken: whoever sees
+            // them all processed sees them counted.
+            decoder.flush(&stats);
             taken.count(&stats, &queued_bytes);
             // Once the count is 1 nothing can be pushed any more.
             if Arc::strong_count(&shard) == 1 && shard.queue.is_empty() {
@@ -534,7 +538,7 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
                 frame,
                 sampling,
             } => {
-                if let Some(frame) = decode(conn, direction, &frame, &stats) {
+                if let Some(frame) = decoder.decode(conn, direction, &frame, &stats) {
                     engine.set_sampling(sampling);
                     engine.message(conn, direction, at, frame);
                 }
@@ -605,47 +609,133 @@ struct Tally {
 
 /// Decodes and counts one message; returns it uncompressed for the engine,
 /// or `None` (counted and logged) when it cannot be decoded or (a request)
-/// nests deeper than [`MAX_NESTING`]. Inflating and walking happen before the counters'
-/// lock is taken; the lock is held only to add up.
+/// nests deeper than [`MAX_NESTING`]. Counted at once (a worker counts
+/// through its [`Decoder`], in bulk).
 pub fn decode(conn: u64, direction: Direction, frame: &Bytes, stats: &Stats) -> Option<Bytes> {
-    let mut tally = Tally {
-        request: direction == Direction::Request,
-        ..Tally::default()
-    };
-    let result = decode_frame(frame, &mut tally, 0);
-    let command = match (&result, direction, tally.command.clone()) {
-        (Ok(bytes), Direction::Request, Some(range)) => std::str::from_utf8(&bytes[range]).ok(),
-        _ => None,
-    };
-    let mut counters = stats.analysis.lock().unwrap_or_else(|p| p.into_inner());
-    for opcode in tally.opcodes.into_iter().flatten() {
-        *counters.messages.entry((direction, opcode)).or_default() += 1;
-    }
-    if let Some(c) = tally.compressor {
-        *counters.compressed.entry(c).or_default() += 1;
-    }
-    counters.checksums_verified += u64::from(tally.checksum_verified);
-    if let Some(name) = command {
-        counters.count_command(name);
-    }
-    let error = match result {
-        Ok(bytes) => return Some(bytes),
-        Err(error) => error,
-    };
-    *counters.decode_errors.entry(error.kind()).or_default() += 1;
-    let log = counters.log_allowed(error.kind());
-    drop(counters);
-    if log {
-        let side = match direction {
-            Direction::Request => "request",
-            Direction::Reply => "reply",
+    let mut decoder = Decoder::default();
+    let decoded = decoder.decode(conn, direction, frame, stats);
+    decoder.flush(stats);
+    decoded
+}
+
+/// Command names a [`Decoder`] counts by itself before it adds them up.
+const DECODER_NAMES: usize = 16;
+
+/// A worker's decoding: what it counts (messages by opcode, compressors,
+/// verified checksums, command names) is kept here, without a lock, and
+/// added to the shared counters (`Stats::analysis`) every [`COUNT_EVERY`]
+/// messages and whenever the worker's queue runs empty, so a message costs
+/// no lock and no map lookup. A decoding error is counted at once.
+#[derive(Default)]
+pub struct Decoder {
+    /// By direction, then opcode (`OpCode as usize`, the order of
+    /// `OpCode::ALL`).
+    messages: [[u64; wire::OpCode::ALL.len()]; 2],
+    compressed: [u64; wire::Compressor::ALL.len()],
+    checksums_verified: u64,
+    /// Command names (UTF-8, as sent) and their counts.
+    commands: Vec<(String, u64)>,
+    /// Messages decoded since the counts were last added.
+    pending: u64,
+}
+
+impl Decoder {
+    /// [`decode`], counted here.
+    pub fn decode(
+        &mut self,
+        conn: u64,
+        direction: Direction,
+        frame: &Bytes,
+        stats: &Stats,
+    ) -> Option<Bytes> {
+        let mut tally = Tally {
+            request: direction == Direction::Request,
+            ..Tally::default()
         };
-        tracing::warn!(
-            conn,
-            "analysis could not decode a {side}: {error} (forwarded unchanged; at most one such line a second per kind of error)"
-        );
+        let result = decode_frame(frame, &mut tally, 0);
+        for opcode in tally.opcodes.into_iter().flatten() {
+            self.messages[direction.index()][opcode as usize] += 1;
+        }
+        if let Some(c) = tally.compressor {
+            self.compressed[c as usize] += 1;
+        }
+        self.checksums_verified += u64::from(tally.checksum_verified);
+        self.pending += 1;
+        let error = match result {
+            Ok(bytes) => {
+                if let Some(range) = tally.command {
+                    self.count_command(&bytes[range], stats);
+                }
+                if self.pending >= COUNT_EVERY {
+                    self.flush(stats);
+                }
+                return Some(bytes);
+            }
+            Err(error) => error,
+        };
+        self.flush(stats);
+        let mut counters = stats.analysis.lock().unwrap_or_else(|p| p.into_inner());
+        *counters.decode_errors.entry(error.kind()).or_default() += 1;
+        let log = counters.log_allowed(error.kind());
+        drop(counters);
+        if log {
+            let side = match direction {
+                Direction::Request => "request",
+                Direction::Reply => "reply",
+            };
+            tracing::warn!(
+                conn,
+                "analysis could not decode a {side}: {error} (forwarded unchanged; at most one such line a second per kind of error)"
+            );
+        }
+        None
     }
-    None
+
+    fn count_command(&mut self, name: &[u8], stats: &Stats) {
+        if let Some((_, n)) = self.commands.iter_mut().find(|(c, _)| c.as_bytes() == name) {
+            *n += 1;
+            return;
+        }
+        let Ok(name) = std::str::from_utf8(name) else {
+            return;
+        };
+        if self.commands.len() >= DECODER_NAMES {
+            self.flush(stats);
+        }
+        self.commands.push((name.to_string(), 1));
+    }
+
+    /// Adds what was counted here to the shared counters.
+    pub fn flush(&mut self, stats: &Stats) {
+        if self.pending == 0 {
+            return;
+        }
+        let mut counters = stats.analysis.lock().unwrap_or_else(|p| p.into_inner());
+        for (direction, by_opcode) in [Direction::Request, Direction::Reply]
+            .into_iter()
+            .zip(&self.messages)
+        {
+            for (opcode, n) in wire::OpCode::ALL.into_iter().zip(by_opcode) {
+                if *n > 0 {
+                    *counters.messages.entry((direction, opcode)).or_default() += n;
+                }
+            }
+        }
+        for (c, n) in wire::Compressor::ALL.into_iter().zip(&self.compressed) {
+            if *n > 0 {
+                *counters.compressed.entry(c).or_default() += n;
+            }
+        }
+        counters.checksums_verified += self.checksums_verified;
+        for (name, n) in self.commands.drain(..) {
+            counters.count_command(&name, n);
+        }
+        drop(counters);
+        *self = Decoder {
+            commands: std::mem::take(&mut self.commands),
+            ..Decoder::default()
+        };
+    }
 }
 
 /// A compressed message is counted as OP_COMPRESSED and then again as the
@@ -706,6 +796,68 @@ mod tests {
             false,
             Default::default(),
         )))
+    }
+
+    /// A worker's decoder adds up, in bulk, exactly what decoding each
+    /// message at once counts: opcodes by direction, a compressor, command
+    /// names (more distinct ones than it keeps), and an error at once.
+    #[test]
+    fn a_decoder_counts_in_bulk_what_decoding_at_once_counts() {
+        use crate::wire::{compressed, op_msg};
+        let mut frames = Vec::new();
+        for i in 0..100 {
+            let body = bson::RawDocumentBuf::try_from(
+                &bson::doc! {format!("cmd{}", i % 40): 1, "$db": "d"},
+            )
+            .unwrap();
+            frames.push((
+                Direction::Request,
+                op_msg::encode(i, 0, 0, body.as_bytes(), &[]),
+            ));
+            let reply = bson::rawdoc! {"ok": 1.0};
+            frames.push((
+                Direction::Reply,
+                op_msg::encode(i + 1000, i, 0, reply.as_bytes(), &[]),
+            ));
+        }
+        let find = op_msg::encode(
+            7,
+            0,
+            0,
+            bson::rawdoc! {"find": "c", "$db": "d"}.as_bytes(),
+            &[],
+        );
+        let zipped = compressed::compress(&find, wire::Compressor::Zlib).unwrap();
+        frames.push((Direction::Request, zipped));
+        frames.push((
+            Direction::Request,
+            vec![
+                21, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xdd, 7, 0, 0, 0, 0, 0, 0, 0,
+            ],
+        ));
+        let (at_once, bulk) = (Stats::default(), Stats::default());
+        let mut decoder = Decoder::default();
+        for (direction, frame) in &frames {
+            let frame = Bytes::from(frame.clone());
+            let a = decode(1, *direction, &frame, &at_once);
+            let b = decoder.decode(1, *direction, &frame, &bulk);
+            assert_eq!(a, b);
+        }
+        // Errors are counted at once; the rest once added up.
+        assert_eq!(
+            bulk.snapshot().decode_errors,
+            at_once.snapshot().decode_errors
+        );
+        assert_eq!(bulk.snapshot().decode_errors.values().sum::<u64>(), 1);
+        decoder.flush(&bulk);
+        let (a, b) = (at_once.snapshot(), bulk.snapshot());
+        assert_eq!(b.messages, a.messages);
+        assert_eq!(b.commands, a.commands);
+        assert_eq!(b.compressed, a.compressed);
+        assert_eq!(a.commands.len(), 41, "{:?}", a.commands);
+        assert_eq!(a.commands["cmd0"], 3);
+        assert_eq!(a.compressed["zlib"], 1);
+        assert_eq!(a.messages["reply OP_MSG"], 100);
     }
 
     /// A worker that falls behind makes the queue drop (and count) what
