@@ -104,8 +104,72 @@ pub struct Command<'a> {
     /// commands): one pass over the body, so each accessor is a short
     /// search instead of a walk.
     fields: Vec<Element<'a>>,
+    /// Where the fields most accessors read are among `fields` (index + 1,
+    /// 0 when absent; the first of a repeated key, as `RawDocument::get`
+    /// reads), found in the same pass: each such accessor is an index.
+    known: [u8; Known::COUNT],
     /// The kind-3 trace-context document (OP_MSG payload type 3).
     trace_context: Option<&'a [u8]>,
+}
+
+/// The top-level fields read on most requests (by the shape, the origin
+/// cache and the rules), indexed once per command by [`Command::parse`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Known {
+    Filter,
+    Query,
+    Projection,
+    Fields,
+    Sort,
+    Limit,
+    Skip,
+    Comment,
+    Hint,
+    Lsid,
+    Pipeline,
+    Collection,
+    Ordered,
+}
+
+impl Known {
+    const COUNT: usize = 13;
+
+    fn of(key: &[u8]) -> Option<Known> {
+        Some(match key {
+            b"filter" => Known::Filter,
+            b"query" => Known::Query,
+            b"projection" => Known::Projection,
+            b"fields" => Known::Fields,
+            b"sort" => Known::Sort,
+            b"limit" => Known::Limit,
+            b"skip" => Known::Skip,
+            b"comment" => Known::Comment,
+            b"hint" => Known::Hint,
+            b"lsid" => Known::Lsid,
+            b"pipeline" => Known::Pipeline,
+            b"collection" => Known::Collection,
+            b"ordered" => Known::Ordered,
+            _ => return None,
+        })
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Known::Filter => "filter",
+            Known::Query => "query",
+            Known::Projection => "projection",
+            Known::Fields => "fields",
+            Known::Sort => "sort",
+            Known::Limit => "limit",
+            Known::Skip => "skip",
+            Known::Comment => "comment",
+            Known::Hint => "hint",
+            Known::Lsid => "lsid",
+            Known::Pipeline => "pipeline",
+            Known::Collection => "collection",
+            Known::Ordered => "ordered",
+        }
+    }
 }
 
 /// A W3C trace id (the second field of a `traceparent`), as drivers put it
@@ -234,9 +298,18 @@ impl<'a> Command<'a> {
                 .and_then(Element::as_str)
                 .unwrap_or("")
         });
+        let mut known = [0u8; Known::COUNT];
         if kind == Kind::Sensitive {
             // Never looked into.
             fields.clear();
+        }
+        for (i, e) in fields.iter().enumerate() {
+            if let Some(k) = Known::of(e.key) {
+                let slot = &mut known[k as usize];
+                if *slot == 0 {
+                    *slot = (i + 1) as u8;
+                }
+            }
         }
         Some(Command {
             name,
@@ -245,6 +318,7 @@ impl<'a> Command<'a> {
             body: doc,
             sequences,
             fields,
+            known,
             trace_context,
         })
     }
@@ -265,6 +339,23 @@ impl<'a> Command<'a> {
     pub fn get(&self, key: &str) -> Option<RawBsonRef<'a>> {
         let element = self.find(key.as_bytes())?;
         raw_ref(&element).or_else(|| self.body.get(key).ok().flatten())
+    }
+
+    /// [`get`](Self::get) of a field indexed while parsing.
+    fn known(&self, k: Known) -> Option<RawBsonRef<'a>> {
+        let i = usize::from(self.known[k as usize]).checked_sub(1)?;
+        let element = self.fields.get(i)?;
+        raw_ref(element).or_else(|| self.body.get(k.key()).ok().flatten())
+    }
+
+    /// A known field's document, never a sensitive command's.
+    fn known_doc(&self, k: Known) -> Option<&'a RawDocument> {
+        self.known(k).and_then(RawBsonRef::as_document)
+    }
+
+    /// The command's first field (its name) as a string.
+    fn first_str(&self) -> Option<&'a str> {
+        self.fields.first().and_then(Element::as_str)
     }
 
     /// A top-level field's value as the walker reads it (no bson decoding;
@@ -296,14 +387,15 @@ impl<'a> Command<'a> {
             return None;
         }
         match self.kind {
-            Kind::GetMore => self.get_str("collection"),
+            Kind::GetMore | Kind::CustomAction => {
+                self.known(Known::Collection).and_then(RawBsonRef::as_str)
+            }
             Kind::ShardCollection => {
-                let full = self.get_str(self.name)?;
+                let full = self.first_str()?;
                 full.split_once('.').map(|(_, c)| c)
             }
-            Kind::CustomAction => self.get_str("collection"),
             Kind::Explain => None,
-            _ => self.get_str(self.name),
+            _ => self.first_str(),
         }
     }
 
@@ -316,7 +408,7 @@ impl<'a> Command<'a> {
     /// nothing (written without allocating where it is only hashed).
     pub fn namespace_pieces(&self) -> Option<[&'a str; 3]> {
         if self.kind == Kind::ShardCollection {
-            return self.get_str(self.name).map(|full| [full, "", ""]);
+            return self.first_str().map(|full| [full, "", ""]);
         }
         self.collection().map(|c| [self.db, ".", c])
     }
@@ -331,40 +423,45 @@ impl<'a> Command<'a> {
     /// The query filter of find, count, distinct, findAndModify (`query`).
     pub fn filter(&self) -> Option<&'a RawDocument> {
         match self.kind {
-            Kind::Find => self.doc("filter"),
-            Kind::Count | Kind::Distinct | Kind::FindAndModify => self.doc("query"),
+            Kind::Find => self.known_doc(Known::Filter),
+            Kind::Count | Kind::Distinct | Kind::FindAndModify => self.known_doc(Known::Query),
             _ => None,
         }
     }
 
     pub fn projection(&self) -> Option<&'a RawDocument> {
         match self.kind {
-            Kind::Find => self.doc("projection"),
-            Kind::FindAndModify => self.doc("fields"),
+            Kind::Find => self.known_doc(Known::Projection),
+            Kind::FindAndModify => self.known_doc(Known::Fields),
             _ => None,
         }
     }
 
     pub fn sort(&self) -> Option<&'a RawDocument> {
         match self.kind {
-            Kind::Find | Kind::FindAndModify => self.doc("sort"),
+            Kind::Find | Kind::FindAndModify => self.known_doc(Known::Sort),
             _ => None,
         }
     }
 
     pub fn hint(&self) -> Option<Value<'a>> {
-        self.value("hint")
+        let i = usize::from(self.known[Known::Hint as usize]).checked_sub(1)?;
+        Some(self.fields.get(i)?.read())
     }
 
     /// Whether a write stops at its first failed statement (`ordered`,
     /// true unless said otherwise).
     pub fn ordered(&self) -> bool {
-        !matches!(self.get("ordered"), Some(RawBsonRef::Boolean(false)))
+        !matches!(self.known(Known::Ordered), Some(RawBsonRef::Boolean(false)))
+    }
+
+    /// Whether the command has a `skip`.
+    pub fn has_skip(&self) -> bool {
+        self.known(Known::Skip).is_some()
     }
 
     pub fn limit(&self) -> Option<i64> {
-        let v = self.get("limit")?;
-        number(v)
+        number(self.known(Known::Limit)?)
     }
 
     /// The `comment` field, when it is a string: the access-pattern name.
@@ -372,12 +469,12 @@ impl<'a> Command<'a> {
         if self.kind == Kind::Sensitive {
             return None;
         }
-        self.get_str("comment")
+        self.known(Known::Comment).and_then(RawBsonRef::as_str)
     }
 
     /// The logical session id's UUID bytes, when the command has one.
     pub fn lsid(&self) -> Option<&'a [u8]> {
-        let lsid = self.doc("lsid")?;
+        let lsid = self.known_doc(Known::Lsid)?;
         match lsid.get("id").ok().flatten()? {
             RawBsonRef::Binary(b) => Some(b.bytes),
             _ => None,
@@ -387,7 +484,7 @@ impl<'a> Command<'a> {
     /// The stages of an aggregate.
     pub fn pipeline(&self) -> Option<&'a RawArray> {
         match self.kind {
-            Kind::Aggregate => self.get_array("pipeline"),
+            Kind::Aggregate => self.known(Known::Pipeline).and_then(RawBsonRef::as_array),
             _ => None,
         }
     }
@@ -444,7 +541,7 @@ impl<'a> Command<'a> {
                     _ => (None, None),
                 };
                 vec![UpdateSpec {
-                    filter: self.doc("query"),
+                    filter: self.known_doc(Known::Query),
                     update,
                     pipeline,
                     upsert: self.get_bool("upsert").unwrap_or(false),
@@ -874,7 +971,7 @@ mod tests {
     use super::*;
     use crate::analysis::shape;
     use crate::wire::{op_msg, Message};
-    use bson::rawdoc;
+    use bson::{cstr, rawdoc};
 
     /// A captured request's shape, checking that its id computed without
     /// the text is the same.
@@ -898,6 +995,57 @@ mod tests {
         let len = frame.len() as i32;
         frame[..4].copy_from_slice(&len.to_le_bytes());
         frame
+    }
+
+    /// The fields indexed while parsing read as `get` reads them: every
+    /// known key, the first of a repeated one, one of an unexpected type,
+    /// a known key as the command's name, and nothing of a sensitive
+    /// command.
+    #[test]
+    fn indexed_fields_read_as_get_reads_them() {
+        let all = [
+            Known::Filter,
+            Known::Query,
+            Known::Projection,
+            Known::Fields,
+            Known::Sort,
+            Known::Limit,
+            Known::Skip,
+            Known::Comment,
+            Known::Hint,
+            Known::Lsid,
+            Known::Pipeline,
+            Known::Collection,
+            Known::Ordered,
+        ];
+        assert_eq!(all.len(), Known::COUNT);
+        let mut body = rawdoc! {
+            "collection": "c", "filter": {"a": 1}, "query": {"q": 1}, "projection": {"p": 1},
+            "fields": {"f": 1}, "sort": {"s": -1}, "limit": 5i64, "skip": [1],
+            "comment": "why", "hint": "idx", "lsid": {"id": 1}, "pipeline": [{"$match": {}}],
+            "ordered": false, "$db": "d",
+        };
+        body.append(cstr!("filter"), rawdoc! {"second": 1});
+        body.append(cstr!("collection"), "other");
+        let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+        with_command(&frame, |cmd| {
+            assert_eq!(cmd.known[Known::Collection as usize], 1, "the name, first");
+            for k in all {
+                assert!(cmd.known(k).is_some(), "{k:?}");
+                assert_eq!(cmd.known(k), cmd.get(k.key()), "{k:?}");
+                assert_eq!(Known::of(k.key().as_bytes()), Some(k));
+            }
+            assert_eq!(
+                cmd.known_doc(Known::Filter).unwrap().as_bytes(),
+                rawdoc! {"a": 1}.as_bytes()
+            );
+        });
+        let sensitive =
+            rawdoc! {"saslStart": 1, "comment": "c", "filter": {"a": 1}, "$db": "admin"};
+        let frame = op_msg::encode(1, 0, 0, sensitive.as_bytes(), &[]);
+        with_command(&frame, |cmd| {
+            assert!(all.iter().all(|k| cmd.known(*k).is_none()));
+        });
     }
 
     #[test]

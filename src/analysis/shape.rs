@@ -164,7 +164,7 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
             if cmd.limit().is_some() {
                 s.push_str(" limit");
             }
-            if cmd.get("skip").is_some() {
+            if cmd.has_skip() {
                 s.push_str(" skip");
             }
             if cmd.kind == Kind::FindAndModify {
