@@ -83,8 +83,8 @@ impl Worker {
     fn pair(&mut self, conn: u64, request: &Bytes, reply: &Bytes) {
         let at = Instant::now();
         for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
-            if let Some(frame) = self.decoder.decode(conn, direction, frame, &self.stats) {
-                self.engine.message(conn, direction, at, frame);
+            if let Some(decoded) = self.decoder.decode(conn, direction, frame, &self.stats) {
+                self.engine.decoded(conn, at, decoded);
             }
         }
     }

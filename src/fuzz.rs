@@ -274,15 +274,15 @@ fn analyse(data: &[u8]) {
     let at = Instant::now();
     let bytes = Bytes::copy_from_slice(data);
     for direction in [Direction::Request, Direction::Reply] {
-        if let Some(frame) = crate::analysis::decode(1, direction, &bytes, &stats) {
-            engine.message(1, direction, at, frame);
+        if let Some(decoded) = crate::analysis::decode(1, direction, &bytes, &stats) {
+            engine.decoded(1, at, decoded);
         }
     }
     if let Ok(Some(len)) = frame::check(data) {
         let (request, reply) = (bytes.slice(..len), bytes.slice(len..));
         for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
-            if let Some(frame) = crate::analysis::decode(2, direction, &frame, &stats) {
-                engine.message(2, direction, at, frame);
+            if let Some(decoded) = crate::analysis::decode(2, direction, &frame, &stats) {
+                engine.decoded(2, at, decoded);
             }
         }
     }

@@ -29,9 +29,10 @@ use std::time::{Duration, Instant};
 type MaybeCommand<'a> = Option<Command<'a>>;
 
 self_cell::self_cell!(
-    /// A request's bytes and its command, decoded once when the request
-    /// goes by and kept (not parsed again) until its reply pairs with it.
-    struct ParsedRequest {
+    /// A request's bytes and its command, parsed once when the request
+    /// goes by (by the worker's decoding, which checks it in the same
+    /// pass) and kept, not parsed again, until its reply pairs with it.
+    pub struct ParsedRequest {
         owner: Bytes,
         #[covariant]
         dependent: MaybeCommand,
@@ -39,15 +40,37 @@ self_cell::self_cell!(
 );
 
 impl ParsedRequest {
-    fn decode(frame: Bytes) -> ParsedRequest {
+    /// Parses a whole, uncompressed request, unchecked.
+    pub fn decode(frame: Bytes) -> ParsedRequest {
         ParsedRequest::new(frame, |bytes| {
             Message::parse(bytes).ok().and_then(|m| Command::parse(&m))
+        })
+    }
+
+    /// Parses a whole, uncompressed request once: `check` sees the message
+    /// (and the bytes it was parsed from) first, and its command is read
+    /// only if the check passes.
+    pub fn checked(
+        frame: Bytes,
+        check: impl FnOnce(&Message<'_>, &[u8]) -> Result<(), wire::WireError>,
+    ) -> Result<ParsedRequest, wire::WireError> {
+        ParsedRequest::try_new(frame, |bytes| {
+            let message = Message::parse(bytes)?;
+            check(&message, bytes)?;
+            Ok(Command::parse(&message))
         })
     }
 
     fn command(&self) -> Option<&Command<'_>> {
         self.borrow_dependent().as_ref()
     }
+}
+
+/// A message as the engine takes it: a request parsed (once), or a
+/// reply's whole, uncompressed bytes.
+pub enum Decoded {
+    Request(ParsedRequest),
+    Reply(Bytes),
 }
 
 /// A request waiting for its reply.
@@ -205,11 +228,21 @@ impl Engine {
         }
     }
 
-    /// One whole, uncompressed message.
+    /// One whole, uncompressed message, unchecked (a worker hands over
+    /// what its decoding checked and parsed: [`decoded`](Self::decoded)).
     pub fn message(&mut self, conn: u64, direction: Direction, at: Instant, frame: Bytes) {
-        match direction {
-            Direction::Request => self.request(conn, at, ParsedRequest::decode(frame)),
-            Direction::Reply => {
+        let decoded = match direction {
+            Direction::Request => Decoded::Request(ParsedRequest::decode(frame)),
+            Direction::Reply => Decoded::Reply(frame),
+        };
+        self.decoded(conn, at, decoded)
+    }
+
+    /// One message as the worker's decoding left it.
+    pub fn decoded(&mut self, conn: u64, at: Instant, decoded: Decoded) {
+        match decoded {
+            Decoded::Request(parsed) => self.request(conn, at, parsed),
+            Decoded::Reply(frame) => {
                 let Ok(message) = Message::parse(&frame) else {
                     return;
                 };

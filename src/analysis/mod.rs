@@ -43,7 +43,7 @@ use crate::stats::{Direction, Stats};
 use crate::wire::{self, Message};
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
-use engine::Engine;
+use engine::{Decoded, Engine, ParsedRequest};
 use knowledge::Knowledge;
 use std::sync::atomic::{
     fence, AtomicU8, AtomicUsize,
@@ -538,9 +538,9 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
                 frame,
                 sampling,
             } => {
-                if let Some(frame) = decoder.decode(conn, direction, &frame, &stats) {
+                if let Some(decoded) = decoder.decode(conn, direction, &frame, &stats) {
                     engine.set_sampling(sampling);
-                    engine.message(conn, direction, at, frame);
+                    engine.decoded(conn, at, decoded);
                 }
             }
             Event::Closed { conn } => engine.closed(conn),
@@ -611,7 +611,7 @@ struct Tally {
 /// or `None` (counted and logged) when it cannot be decoded or (a request)
 /// nests deeper than [`MAX_NESTING`]. Counted at once (a worker counts
 /// through its [`Decoder`], in bulk).
-pub fn decode(conn: u64, direction: Direction, frame: &Bytes, stats: &Stats) -> Option<Bytes> {
+pub fn decode(conn: u64, direction: Direction, frame: &Bytes, stats: &Stats) -> Option<Decoded> {
     let mut decoder = Decoder::default();
     let decoded = decoder.decode(conn, direction, frame, stats);
     decoder.flush(stats);
@@ -647,7 +647,7 @@ impl Decoder {
         direction: Direction,
         frame: &Bytes,
         stats: &Stats,
-    ) -> Option<Bytes> {
+    ) -> Option<Decoded> {
         let mut tally = Tally {
             request: direction == Direction::Request,
             ..Tally::default()
@@ -662,14 +662,14 @@ impl Decoder {
         self.checksums_verified += u64::from(tally.checksum_verified);
         self.pending += 1;
         let error = match result {
-            Ok(bytes) => {
-                if let Some(range) = tally.command {
-                    self.count_command(&bytes[range], stats);
+            Ok(decoded) => {
+                if let (Some(range), Decoded::Request(parsed)) = (tally.command, &decoded) {
+                    self.count_command(&parsed.borrow_owner()[range], stats);
                 }
                 if self.pending >= COUNT_EVERY {
                     self.flush(stats);
                 }
-                return Some(bytes);
+                return Some(decoded);
             }
             Err(error) => error,
         };
@@ -740,16 +740,42 @@ impl Decoder {
 
 /// A compressed message is counted as OP_COMPRESSED and then again as the
 /// message it carries (the parser refuses compressed-in-compressed, so
-/// `level` is 0 or 1).
-fn decode_frame(frame: &Bytes, tally: &mut Tally, level: usize) -> Result<Bytes, wire::WireError> {
-    let message = Message::parse(frame)?;
-    tally.opcodes[level.min(1)] = Some(message.opcode());
-    match &message {
-        Message::Compressed(c) => {
+/// `level` is 0 or 1). A request is parsed once, checked in the same pass,
+/// and handed to the engine parsed.
+fn decode_frame(
+    frame: &Bytes,
+    tally: &mut Tally,
+    level: usize,
+) -> Result<Decoded, wire::WireError> {
+    let opcode = wire::Header::parse(frame).and_then(|h| h.opcode());
+    if opcode == Some(wire::OpCode::Compressed) {
+        if let Message::Compressed(c) = Message::parse(frame)? {
+            tally.opcodes[level.min(1)] = Some(wire::OpCode::Compressed);
             tally.compressor = Some(c.compressor);
             let inner = Bytes::from(c.decompress()?);
             return decode_frame(&inner, tally, level + 1);
         }
+    }
+    if tally.request {
+        let check =
+            |message: &Message<'_>, bytes: &[u8]| check_message(message, bytes, tally, level);
+        return ParsedRequest::checked(frame.clone(), check).map(Decoded::Request);
+    }
+    check_message(&Message::parse(frame)?, frame, tally, level)?;
+    Ok(Decoded::Reply(frame.clone()))
+}
+
+/// Counts one uncompressed message's opcode and checks it: its checksum,
+/// and a request's documents' depth (a reply's top level only: see
+/// [`MAX_NESTING`]); finds where a request's command name lies in `frame`.
+fn check_message(
+    message: &Message<'_>,
+    frame: &[u8],
+    tally: &mut Tally,
+    level: usize,
+) -> Result<(), wire::WireError> {
+    tally.opcodes[level.min(1)] = Some(message.opcode());
+    match message {
         Message::Msg(msg) => {
             if msg.checksum.is_some() {
                 wire::op_msg::verify_checksum(frame)?;
@@ -763,28 +789,25 @@ fn decode_frame(frame: &Bytes, tally: &mut Tally, level: usize) -> Result<Bytes,
                     }
                 }
             } else {
-                // A reply's top level only (see `MAX_NESTING`).
                 wire::bson_walk::elements(msg.body).try_for_each(|e| e.map(|_| ()))?;
             }
         }
         Message::Query(q) => {
             wire::bson_walk::check_nesting(q.command(), MAX_NESTING)?;
         }
-        // OP_REPLY: a reply (see `MAX_NESTING`).
-        Message::Reply(_) | Message::Other(..) => {}
+        // OP_REPLY: a reply. (An OP_COMPRESSED was inflated before.)
+        Message::Reply(_) | Message::Compressed(_) | Message::Other(..) => {}
     }
-    // The name is a slice of `frame`: keep its place, not a second parse.
-    if !tally.request {
-        return Ok(frame.clone());
+    if tally.request {
+        // A slice of `frame`: its place, not a second parse.
+        tally.command = wire::command_name(message).map(|name| {
+            let start = name.as_ptr() as usize - frame.as_ptr() as usize;
+            start..start + name.len()
+        });
     }
-    tally.command = wire::command_name(&message).map(|name| {
-        let start = name.as_ptr() as usize - frame.as_ptr() as usize;
-        start..start + name.len()
-    });
-    Ok(frame.clone())
+    Ok(())
 }
 
-/// A top-level walk: catches documents whose elements do not add up.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -839,8 +862,12 @@ mod tests {
         let mut decoder = Decoder::default();
         for (direction, frame) in &frames {
             let frame = Bytes::from(frame.clone());
-            let a = decode(1, *direction, &frame, &at_once);
-            let b = decoder.decode(1, *direction, &frame, &bulk);
+            let bytes = |d: Option<Decoded>| match d? {
+                Decoded::Request(parsed) => Some(parsed.borrow_owner().clone()),
+                Decoded::Reply(frame) => Some(frame),
+            };
+            let a = bytes(decode(1, *direction, &frame, &at_once));
+            let b = bytes(decoder.decode(1, *direction, &frame, &bulk));
             assert_eq!(a, b);
         }
         // Errors are counted at once; the rest once added up.
