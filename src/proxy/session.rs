@@ -124,13 +124,19 @@ struct Shared {
 }
 
 impl Shared {
-    fn touch(&self, direction: Direction) {
-        self.last_read[direction.index()].store(self.now(), Relaxed);
+    /// A read at `at` in `direction`.
+    fn touch(&self, direction: Direction, at: Instant) {
+        self.last_read[direction.index()].store(self.millis(at), Relaxed);
     }
 
     /// Milliseconds on the session's clock.
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.millis(Instant::now())
+    }
+
+    /// `at` on the session's clock, in milliseconds.
+    fn millis(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_millis() as u64
     }
 
     fn requests(&self) -> std::sync::MutexGuard<'_, Requests> {
@@ -508,11 +514,14 @@ impl Incoming {
                 None => std::future::pending().await,
             }
         };
+        // In this order (no random start per read): shutdown, then a reply
+        // of the proxy's own, then the bytes, then the deadline.
         tokio::select! {
-            n = read => n.map(Filled::Read),
-            _ = stalled => Err(late.expect("a deadline was set")),
+            biased;
             _ = stop => Ok(Filled::Stop),
             Some(frame) = answer => Ok(Filled::Answer(frame)),
+            n = read => n.map(Filled::Read),
+            _ = stalled => Err(late.expect("a deadline was set")),
         }
     }
 
@@ -594,7 +603,7 @@ where
             let chunk = buf.split_to(end).freeze();
             // Tracked before it is written: a reply can come back as soon
             // as the first bytes are out.
-            let set_aside = track(&chunk, direction, ctx, shared, special);
+            let set_aside = track(&chunk, direction, ctx, shared, special, at);
             if set_aside.is_empty() {
                 writer.write_all(&chunk).await.map_err(PumpError::Write)?;
             } else if direction == Direction::Reply {
@@ -650,7 +659,7 @@ where
         if !mid_message {
             incoming.started = at;
         }
-        shared.touch(direction);
+        shared.touch(direction, at);
     }
 }
 
@@ -772,16 +781,19 @@ async fn write_rewriting_hellos<W: AsyncWrite + Unpin>(
 /// What it returns, as (offset, length): for replies, the replies to
 /// `hello`s when `special` (the topology rewrite is on); for requests, those
 /// asking for X.509 authentication when `special` (they must be refused,
-/// see [`asks_for_x509`]), which are then not tracked.
+/// see [`asks_for_x509`]), which are then not tracked. `read_at`: when the
+/// chunk's last bytes were read (the time its messages are tracked at).
 fn track(
     chunk: &[u8],
     direction: Direction,
     ctx: &SessionContext,
     shared: &Shared,
     special: bool,
+    read_at: Instant,
 ) -> Vec<(usize, usize)> {
     let follows_primary = direction == Direction::Reply && ctx.upstream.follows_primary();
-    let now = shared.now();
+    // The clock is read once per read, not per message.
+    let now = shared.millis(read_at);
     let mut set_aside = Vec::new();
     let mut requests = shared.requests();
     for (start, len) in frames(chunk) {
