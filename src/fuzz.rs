@@ -7,7 +7,7 @@
 //!
 //! Each target runs its input on a thread with the stack the code has in
 //! production — [`FORWARDING_STACK`] for what the forwarding loops run
-//! (tokio's worker threads), `analysis::ANALYSIS_STACK` for the analysis —
+//! (the forwarding threads), `analysis::ANALYSIS_STACK` for the analysis —
 //! so a walk that would overflow there overflows here (libFuzzer's own
 //! thread has 8 MiB). The corpus has messages nested deep through every
 //! construct the analysis walks (`fuzz/seeds/deep/`).
@@ -23,9 +23,7 @@ use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The stack of the threads the forwarding loops run on: tokio's default
-/// for its workers (the runtime does not change it).
-pub const FORWARDING_STACK: usize = 2 << 20;
+pub use crate::proxy::FORWARDING_STACK;
 
 type Job = Box<dyn FnOnce() + Send>;
 

@@ -1,7 +1,8 @@
 //! Counters shared by the forwarding path and the analysis side.
 //!
 //! The forwarding path only touches atomics; the analysis side keeps its
-//! richer counters behind a mutex it alone locks per message. A
+//! richer counters behind a mutex its workers lock to add up what they
+//! counted (every 64 messages, see `analysis::Decoder`). A
 //! [`StatsSnapshot`] is what tests, logs and (later) `/metrics` read.
 
 use crate::wire::{Compressor, OpCode};
@@ -64,7 +65,8 @@ pub struct Stats {
     pub buffer_waits: AtomicU64,
     /// Connections closed for a framing error, by kind. Rare: a mutex is fine.
     pub frame_errors: Mutex<BTreeMap<&'static str, u64>>,
-    /// Taken by a worker per message: on a cache line of its own.
+    /// Taken by the workers to add up their counts: on a cache line of
+    /// its own.
     pub analysis: CachePadded<Mutex<AnalysisCounters>>,
 }
 
