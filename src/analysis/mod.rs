@@ -399,9 +399,13 @@ impl AnalysisQueue {
         }
     }
 
+    /// The worker that analyses connection `conn`.
+    fn shard_index(&self, conn: u64) -> usize {
+        (conn % self.shards.0.len() as u64) as usize
+    }
+
     fn shard(&self, conn: u64) -> &ShardQueue {
-        let shards = &self.shards.0;
-        &shards[(conn % shards.len() as u64) as usize]
+        &self.shards.0[self.shard_index(conn)]
     }
 }
 
@@ -429,6 +433,12 @@ impl Tap for AnalysisQueue {
             self.stats.analysis_dropped.fetch_add(1, Relaxed);
             return;
         }
+        let index = self.shard_index(conn);
+        let frame = if len <= COPY_SMALLER_THAN {
+            copy_for_analysis(index, &frame)
+        } else {
+            frame
+        };
         let event = Event::Message {
             conn,
             direction,
@@ -436,7 +446,7 @@ impl Tap for AnalysisQueue {
             frame,
             sampling,
         };
-        match self.shard(conn).push(event) {
+        match self.shards.0[index].push(event) {
             Ok(()) => self.stats.analysis_enqueued.fetch_add(1, Relaxed),
             Err(_) => {
                 self.queued_bytes.fetch_sub(len, Relaxed);
@@ -452,6 +462,43 @@ impl Tap for AnalysisQueue {
             let _ = self.shard(conn).push(Event::Closed { conn });
         }
     }
+}
+
+/// Messages up to this size are copied out of the read buffer they came
+/// in, so that buffer is free to be reused at once instead of staying
+/// pinned until analysed; larger ones keep their slice of it.
+const COPY_SMALLER_THAN: usize = 4096;
+/// The blocks those copies are made in.
+const COPY_BLOCK: usize = 64 * 1024;
+
+thread_local! {
+    /// Per worker (by shard index), the rest of this thread's current block
+    /// for copies of the messages that worker will analyse.
+    static COPIES: std::cell::RefCell<Vec<bytes::BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A copy of a small message for worker `shard`, taken from the calling
+/// (forwarding) thread's current block for that worker: one allocation per
+/// 64 KiB of messages instead of one per message. Freeing on the analysis
+/// thread memory a forwarding thread allocated is what the allocator does
+/// worst (the allocating arena's lock, taken from the other side, per
+/// message). A block is freed when its last copy has been analysed; as one
+/// worker takes its messages in order, what its queue pins is its queued
+/// bytes, what is left unused at the end of each block, and at most two
+/// blocks more per forwarding thread (the one partly analysed, the one
+/// being filled).
+fn copy_for_analysis(shard: usize, message: &[u8]) -> Bytes {
+    COPIES.with_borrow_mut(|blocks| {
+        if blocks.len() <= shard {
+            blocks.resize_with(shard + 1, bytes::BytesMut::new);
+        }
+        let block = &mut blocks[shard];
+        if block.capacity() < message.len() {
+            *block = bytes::BytesMut::with_capacity(COPY_BLOCK);
+        }
+        block.extend_from_slice(message);
+        block.split().freeze()
+    })
 }
 
 /// Messages a worker has taken off its queue and not yet counted in the
@@ -811,6 +858,45 @@ fn check_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_messages_are_copied_into_one_block_per_worker() {
+        // On a thread of its own: the blocks are per thread.
+        std::thread::spawn(|| {
+            let read_buffer = Bytes::from(vec![7u8; 3000]);
+            let a = copy_for_analysis(0, &read_buffer[..1000]);
+            let b = copy_for_analysis(0, &read_buffer[1000..3000]);
+            let other = copy_for_analysis(1, &read_buffer[..1000]);
+            assert_eq!(
+                (&a[..], &b[..]),
+                (&read_buffer[..1000], &read_buffer[1000..])
+            );
+            assert_eq!(&other[..], &read_buffer[..1000]);
+            // Copies, not slices of the read buffer...
+            let within = |c: &Bytes| read_buffer.as_ptr_range().contains(&c.as_ptr());
+            assert!(!within(&a) && !within(&b) && !within(&other));
+            // ...one after the other in the same block for one worker...
+            assert_eq!(b.as_ptr(), a.as_ptr().wrapping_add(a.len()));
+            // ...and in another block for another worker.
+            let block_of_a = a.as_ptr()..a.as_ptr().wrapping_add(COPY_BLOCK);
+            assert!(!block_of_a.contains(&other.as_ptr()));
+            // A copy that does not fit the rest of the block starts a new one.
+            let mut copies = vec![a, b];
+            let mut new_blocks = 0;
+            for _ in 0..100 {
+                let next = copy_for_analysis(0, &read_buffer[..1000]);
+                let last = copies.last().unwrap();
+                if next.as_ptr() != last.as_ptr().wrapping_add(last.len()) {
+                    new_blocks += 1;
+                }
+                copies.push(next);
+            }
+            // 103,000 bytes in all: two blocks of 64 KiB.
+            assert_eq!(new_blocks, 1);
+        })
+        .join()
+        .unwrap();
+    }
 
     fn knowledge() -> Arc<Mutex<Knowledge>> {
         Arc::new(Mutex::new(Knowledge::new(

@@ -42,7 +42,9 @@ pub trait Tap: Send + Sync + 'static {
     /// Whether the tap wants messages at all (when not, sessions skip the
     /// hand-off and the copy it needs).
     fn enabled(&self) -> bool;
-    /// One whole message, as forwarded (`at`: when the proxy read it).
+    /// One whole message, as forwarded (`at`: when the proxy read it): a
+    /// slice of the read buffer, which the tap copies if it keeps the
+    /// message for long.
     fn message(&self, conn: u64, direction: Direction, at: Instant, frame: Bytes);
     /// The connection ended.
     fn closed(&self, conn: u64);

@@ -24,8 +24,10 @@ use super::SessionContext;
 use crate::stats::Direction;
 use crate::wire::{frame, FrameError, Header};
 use bytes::{Bytes, BytesMut};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,9 +39,6 @@ const READ_CHUNK: usize = 16 * 1024;
 /// A message announced larger than this is buffered in steps of this size,
 /// so memory follows the bytes actually received, not the bytes announced.
 const MAX_READ_STEP: usize = 1024 * 1024;
-/// Messages up to this size are copied for analysis (see `account`).
-const COPY_FOR_ANALYSIS: usize = 4096;
-
 /// The forwarding buffers' global budget (`--forward-memory`): a message
 /// larger than [`READ_CHUNK`] is buffered only once its whole length is
 /// reserved here, in [`BUDGET_UNIT`]s, and the reservation is given back
@@ -448,11 +447,11 @@ impl Incoming {
     /// message is being received, and waits no later than the message
     /// timeout since the last byte), or until a reply of the proxy's own
     /// is to be written.
-    async fn fill<R: AsyncRead + Unpin>(
+    async fn fill<R: AsyncRead + Unpin, S: Future<Output = ()>>(
         &mut self,
         reader: &mut R,
         ctx: &SessionContext,
-        shutdown: Option<&mut tokio::sync::watch::Receiver<bool>>,
+        stop: Pin<&mut S>,
         timed: bool,
         idle_since: Option<Instant>,
     ) -> Result<Filled, PumpError> {
@@ -505,15 +504,6 @@ impl Incoming {
                 None => std::future::pending().await,
             }
         };
-        let stop = async {
-            match shutdown {
-                Some(stop) if *stop.borrow() => {}
-                Some(stop) => {
-                    let _ = stop.changed().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
         // In this order (no random start per read): shutdown, then a reply
         // of the proxy's own, then the bytes, then the deadline.
         tokio::select! {
@@ -535,6 +525,7 @@ impl Incoming {
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Result<Option<usize>, PumpError> {
         let mut last_byte = self.started;
+        let mut stop = std::pin::pin!(stopped(Some(shutdown)));
         loop {
             match frame::check(&self.buf) {
                 Ok(Some(len)) => return Ok(Some(len)),
@@ -546,7 +537,7 @@ impl Incoming {
                 }
             }
             match self
-                .fill(reader, ctx, Some(shutdown), true, Some(last_byte))
+                .fill(reader, ctx, stop.as_mut(), true, Some(last_byte))
                 .await?
             {
                 Filled::Stop | Filled::Answer(_) => return Ok(None),
@@ -558,6 +549,19 @@ impl Incoming {
     }
 }
 
+/// Completes when shutdown is asked for (never, without a receiver). One
+/// per pump, kept across reads: a fresh `changed()` per read would enter
+/// and leave the waiter list every session shares, under its lock.
+async fn stopped(shutdown: Option<&mut tokio::sync::watch::Receiver<bool>>) {
+    match shutdown {
+        Some(stop) if *stop.borrow() => {}
+        Some(stop) => {
+            let _ = stop.changed().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 async fn pump<R, W>(
     mut reader: R,
     mut writer: W,
@@ -565,7 +569,7 @@ async fn pump<R, W>(
     direction: Direction,
     ctx: &SessionContext,
     shared: &Shared,
-    mut shutdown: Option<&mut tokio::sync::watch::Receiver<bool>>,
+    shutdown: Option<&mut tokio::sync::watch::Receiver<bool>>,
 ) -> Result<End, PumpError>
 where
     R: AsyncRead + Unpin,
@@ -583,6 +587,7 @@ where
     // The message timeout is the client's: the upstream's pace is the
     // upstream timeout's business.
     let timed = direction == Direction::Request;
+    let mut stop = std::pin::pin!(stopped(shutdown));
     let mut at = Instant::now();
     loop {
         // Forward every whole message at the front of the buffer.
@@ -630,13 +635,7 @@ where
         // Then read more.
         let mid_message = !incoming.buf.is_empty();
         let n = match incoming
-            .fill(
-                &mut reader,
-                ctx,
-                shutdown.as_deref_mut(),
-                timed && mid_message,
-                None,
-            )
+            .fill(&mut reader, ctx, stop.as_mut(), timed && mid_message, None)
             .await?
         {
             Filled::Read(n) => n,
@@ -857,16 +856,9 @@ fn hand_off(chunk: &Bytes, direction: Direction, conn: u64, at: Instant, ctx: &S
     let mut count = 0;
     for (start, len) in frames(chunk) {
         count += 1;
-        let message = &chunk[start..start + len];
         if ctx.tapped {
-            // A small message is copied, so the read buffer is free to be
-            // reused at once instead of staying pinned until analysed.
-            let frame = if len <= COPY_FOR_ANALYSIS {
-                Bytes::copy_from_slice(message)
-            } else {
-                chunk.slice(start..start + len)
-            };
-            ctx.tap.message(conn, direction, at, frame);
+            ctx.tap
+                .message(conn, direction, at, chunk.slice(start..start + len));
         }
     }
     ctx.stats.frames[direction.index()].fetch_add(count, Relaxed);
