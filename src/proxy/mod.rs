@@ -349,6 +349,28 @@ impl ForwardingThreads {
     }
 }
 
+/// One accepted client connection, from its TLS handshake (if any) to
+/// its end.
+async fn serve(
+    stream: TcpStream,
+    acceptor: Option<tls::TlsAcceptor>,
+    peer: SocketAddr,
+    conn: u64,
+    ctx: &Arc<SessionContext>,
+) {
+    tracing::debug!(conn, %peer, "accepted");
+    match acceptor {
+        None => session::run(stream, peer, conn, ctx.clone()).await,
+        Some(acceptor) => {
+            match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => session::run(tls, peer, conn, ctx.clone()).await,
+                Ok(Err(e)) => tracing::info!(conn, %peer, "client TLS handshake failed: {e}"),
+                Err(_) => tracing::info!(conn, %peer, "client TLS handshake timed out"),
+            }
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     acceptor: Option<tls::TlsAcceptor>,
@@ -359,7 +381,6 @@ async fn accept_loop(
 ) {
     let limit = Arc::new(Semaphore::new(max_connections));
     let mut sessions = JoinSet::new();
-
     let next_id = AtomicU64::new(1);
     loop {
         while sessions.try_join_next().is_some() {}
@@ -389,42 +410,21 @@ async fn accept_loop(
         ctx.stats.connections_active.fetch_add(1, Relaxed);
         let ctx = ctx.clone();
         let acceptor = acceptor.clone();
-        // A session runs on one forwarding thread, its sockets registered
-        // with that thread's runtime.
-        let (stream, thread) = match (&forwarding, stream) {
-            (Some(threads), stream) => match stream.into_std() {
-                Ok(std) => (Err(std), Some(threads.next())),
-                Err(e) => {
-                    tracing::warn!(conn, %peer, "closing the connection: cannot hand it to a forwarding thread: {e}");
-                    ctx.stats.connections_active.fetch_sub(1, Relaxed);
-                    continue;
-                }
-            },
-            (None, stream) => (Ok(stream), None),
+        // A session runs on one forwarding thread: its socket leaves this
+        // runtime and is registered with that thread's.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!(conn, %peer, "closing the connection: cannot hand it to a forwarding thread: {e}");
+                ctx.stats.connections_active.fetch_sub(1, Relaxed);
+                continue;
+            }
         };
+        let thread = forwarding.as_ref().map(ForwardingThreads::next);
         let session = async move {
-            let stream = match stream.map_or_else(TcpStream::from_std, Ok) {
-                Ok(stream) => stream,
-                Err(e) => {
-                    tracing::warn!(conn, %peer, "closing the connection: {e}");
-                    ctx.stats.connections_active.fetch_sub(1, Relaxed);
-                    return;
-                }
-            };
-            tracing::debug!(conn, %peer, "accepted");
-            match acceptor {
-                None => session::run(stream, peer, conn, ctx.clone()).await,
-                Some(acceptor) => {
-                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
-                        .await
-                    {
-                        Ok(Ok(tls)) => session::run(tls, peer, conn, ctx.clone()).await,
-                        Ok(Err(e)) => {
-                            tracing::info!(conn, %peer, "client TLS handshake failed: {e}")
-                        }
-                        Err(_) => tracing::info!(conn, %peer, "client TLS handshake timed out"),
-                    }
-                }
+            match TcpStream::from_std(stream) {
+                Ok(stream) => serve(stream, acceptor, peer, conn, &ctx).await,
+                Err(e) => tracing::warn!(conn, %peer, "closing the connection: {e}"),
             }
             ctx.stats.connections_active.fetch_sub(1, Relaxed);
             drop(permit);
