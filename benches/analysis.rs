@@ -61,6 +61,7 @@ struct Worker {
     engine: Engine,
     decoder: Decoder,
     stats: Stats,
+    knowledge: Arc<Mutex<Knowledge>>,
 }
 
 impl Worker {
@@ -72,10 +73,25 @@ impl Worker {
             Caps::default(),
         )));
         Worker {
-            engine: Engine::new(knowledge, None),
+            engine: Engine::new(knowledge.clone(), None),
             decoder: Decoder::default(),
             stats: Stats::default(),
+            knowledge,
         }
+    }
+
+    /// Refuses to measure a workload whose replies answer nothing (the
+    /// engine skips those at once, so only requests would be measured):
+    /// after its first 1,000 pairs, operations must have been learnt and,
+    /// for getMores, cursors left open.
+    fn check_paired(&self, name: &str) {
+        let k = self.knowledge.lock().unwrap();
+        let paired = if name == "getmore_batch" {
+            k.cursors.len() as u64 == CONNS
+        } else {
+            k.operations > 0
+        };
+        assert!(paired, "{name}: its replies do not answer its requests");
     }
 
     /// A request and its reply on connection `conn`, each as a worker
@@ -101,18 +117,40 @@ const DISTINCT: usize = 1000;
 /// `_id`, replied with one 1 KiB document), `insert_1kib` (one 1 KiB
 /// document, `{n: 1}`), `getmore_batch` (a getMore, replied with 10
 /// documents of 1 KiB).
-fn typical(workload: &str) -> Vec<(u64, Bytes, Bytes)> {
+fn typical(workload: &str) -> (Vec<Pair>, Vec<Pair>) {
     let pad = |n: usize| "x".repeat(n);
-    let encode = |id: i32, doc: bson::RawDocumentBuf| {
+    // A reply answers its request (`responseTo`), as a server's does:
+    // one that answers nothing is skipped by the engine at once.
+    let encode = |id: i32, response_to: i32, doc: bson::RawDocumentBuf| {
         Bytes::from(wirelint::wire::op_msg::encode(
             id,
-            0,
+            response_to,
             0,
             doc.as_bytes(),
             &[],
         ))
     };
-    (0..DISTINCT as i32)
+    let cursor = |conn: u64| 77i64 + conn as i64;
+    let docs = |first: i32| {
+        let mut batch = bson::RawArrayBuf::new();
+        for k in 0..10 {
+            batch.push(bson::rawdoc! {"_id": first + k, "pad": pad(994)});
+        }
+        batch
+    };
+    // The getMores' cursors, each opened by a find on its connection.
+    let setup = match workload {
+        "getmore_batch" => (1..=CONNS)
+            .map(|conn| {
+                let id = -(conn as i32);
+                let request = bson::rawdoc! {"find": "cursor", "filter": {}, "batchSize": 10i32, "$db": "bench"};
+                let reply = bson::rawdoc! {"cursor": {"id": cursor(conn), "ns": "bench.cursor", "firstBatch": docs(0)}, "ok": 1.0};
+                (conn, encode(id, 0, request), encode(0, id, reply))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let pairs = (0..DISTINCT as i32)
         .map(|id| {
             let conn = 1 + id as u64 % CONNS;
             let (request, reply) = match workload {
@@ -124,21 +162,16 @@ fn typical(workload: &str) -> Vec<(u64, Bytes, Bytes)> {
                     bson::rawdoc! {"insert": "ins", "documents": [{"n": id, "pad": pad(994)}], "$db": "bench"},
                     bson::rawdoc! {"n": 1i32, "ok": 1.0},
                 ),
-                "getmore_batch" => {
-                    let mut batch = bson::RawArrayBuf::new();
-                    for k in 0..10 {
-                        batch.push(bson::rawdoc! {"_id": id * 10 + k, "pad": pad(994)});
-                    }
-                    (
-                        bson::rawdoc! {"getMore": 77i64 + conn as i64, "collection": "cursor", "batchSize": 10i32, "$db": "bench"},
-                        bson::rawdoc! {"cursor": {"id": 77i64 + conn as i64, "ns": "bench.cursor", "nextBatch": batch}, "ok": 1.0},
-                    )
-                }
+                "getmore_batch" => (
+                    bson::rawdoc! {"getMore": cursor(conn), "collection": "cursor", "batchSize": 10i32, "$db": "bench"},
+                    bson::rawdoc! {"cursor": {"id": cursor(conn), "ns": "bench.cursor", "nextBatch": docs(id * 10)}, "ok": 1.0},
+                ),
                 other => panic!("no typical workload {other}"),
             };
-            (conn, encode(id, request), encode(0, reply))
+            (conn, encode(id, 0, request), encode(0, id, reply))
         })
-        .collect()
+        .collect();
+    (setup, pairs)
 }
 
 fn main() {
@@ -152,7 +185,10 @@ fn main() {
         let names = PAIRS.iter().map(|p| p.0).chain(TYPICAL);
         for name in names.filter(|name| only.as_deref().is_none_or(|o| o == *name)) {
             let mut worker = Worker::new();
-            let pairs = workload(name);
+            let (setup, pairs) = workload(name);
+            for (conn, request, reply) in &setup {
+                worker.pair(*conn, request, reply);
+            }
             for i in 0..n as usize {
                 let (conn, request, reply) = &pairs[i % pairs.len()];
                 worker.pair(*conn, request, reply);
@@ -166,13 +202,17 @@ fn main() {
 
 const TYPICAL: [&str; 3] = ["find_by_id", "insert_1kib", "getmore_batch"];
 
+type Pair = (u64, Bytes, Bytes);
+
 /// The pairs a workload cycles through: a captured pair alone on
-/// connection 1, or the typical traffic (see [`typical`]).
-fn workload(name: &str) -> Vec<(u64, Bytes, Bytes)> {
+/// connection 1, or the typical traffic (see [`typical`]); and the pairs
+/// that come first, once (the finds that open the getMores' cursors).
+fn workload(name: &str) -> (Vec<Pair>, Vec<Pair>) {
     match PAIRS.iter().find(|p| p.0 == name) {
-        Some((_, request, reply)) => {
-            vec![(1, Bytes::from_static(request), Bytes::from_static(reply))]
-        }
+        Some((_, request, reply)) => (
+            Vec::new(),
+            vec![(1, Bytes::from_static(request), Bytes::from_static(reply))],
+        ),
         None => typical(name),
     }
 }
@@ -181,12 +221,16 @@ fn workload(name: &str) -> Vec<(u64, Bytes, Bytes)> {
 /// workload's pairs, after 1,000 pairs first: the steady state a
 /// long-running proxy is in (per pair).
 fn bench_workload(bencher: Bencher, name: &str) {
-    let pairs = workload(name);
+    let (setup, pairs) = workload(name);
     let mut worker = Worker::new();
+    for (conn, request, reply) in &setup {
+        worker.pair(*conn, request, reply);
+    }
     for i in 0..1000 {
         let (conn, request, reply) = &pairs[i % pairs.len()];
         worker.pair(*conn, request, reply);
     }
+    worker.check_paired(name);
     let mut i = 0;
     bencher.bench_local(|| {
         let (conn, request, reply) = &pairs[i % pairs.len()];
