@@ -147,7 +147,11 @@ impl Lead {
         if self.held.is_empty() {
             return;
         }
+        let before = self.values.len();
         for (reply, first) in std::mem::take(&mut self.held) {
+            if self.full() {
+                break;
+            }
             let Ok(message) = Message::parse(&reply) else {
                 continue;
             };
@@ -159,8 +163,7 @@ impl Lead {
             }
         }
         self.held_bytes = 0;
-        self.values.sort_unstable();
-        self.values.dedup();
+        self.settle(before);
     }
 
     /// Bytes it may hold at most (charged while it lives).
@@ -177,13 +180,48 @@ impl Lead {
     /// Adds a batch of the list's documents (the first, or a getMore's).
     pub fn add(&mut self, at: Instant, docs: &[&RawDocument]) {
         self.at = at;
+        let before = self.values.len();
         for doc in docs {
             let index = self.docs.min(u32::MAX as u64) as u32;
             self.docs += 1;
-            self.index(doc, index);
+            if !self.full() {
+                self.index(doc, index);
+            }
         }
-        self.values.sort_unstable();
-        self.values.dedup();
+        self.settle(before);
+    }
+
+    /// Whether it holds as many values as it may: the documents of a long
+    /// cursor past that point are counted, not walked.
+    fn full(&self) -> bool {
+        self.values.len() >= MAX_LEAD_VALUES
+    }
+
+    /// Sorts the values added since there were `before` of them into the
+    /// rest (sorted already), in one pass from the back: a batch costs its
+    /// own values and the moves its merge needs, not a sort of the whole
+    /// list. Entries of different documents never compare equal (each
+    /// document has its own index), so only the new ones are deduplicated.
+    fn settle(&mut self, before: usize) {
+        if self.values.len() == before {
+            return;
+        }
+        let mut new = self.values.split_off(before);
+        new.sort_unstable();
+        new.dedup();
+        let (mut old, mut added) = (before, new.len());
+        self.values.resize(before + added, (0, 0, 0));
+        let mut at = self.values.len();
+        while added > 0 {
+            at -= 1;
+            if old > 0 && self.values[old - 1] > new[added - 1] {
+                old -= 1;
+                self.values[at] = self.values[old];
+            } else {
+                added -= 1;
+                self.values[at] = new[added];
+            }
+        }
     }
 
     /// Hashes one listed document's values (left unsorted).
@@ -494,5 +532,49 @@ mod tests {
             None
         );
         assert!(one.link("blog.users", &rawdoc! {"_id": 100}).is_some());
+    }
+
+    /// A long cursor's batches, indexed as they come and held then
+    /// indexed, keep the values exactly as one sort of them all would
+    /// (sorted, no duplicate); past the cap documents are counted, not
+    /// walked.
+    #[test]
+    fn batches_merge_into_the_sorted_values_and_stop_at_the_cap() {
+        let batch = |first: i32| -> Vec<bson::RawDocumentBuf> {
+            (first..first + 10)
+                .map(|i| rawdoc! {"_id": i, "authorId": i % 7, "tags": [i, i, i + 1]})
+                .collect()
+        };
+        let mut l = lead(&batch(0));
+        let mut first = 10;
+        while !l.full() {
+            let docs = batch(first);
+            let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+            // What the batch brings, hashed apart (same field order, so
+            // the same field numbers), then one sort of everything.
+            let mut expected = l.values.clone();
+            let mut alone = lead(&batch(0));
+            alone.values.clear();
+            for (i, d) in refs.iter().enumerate() {
+                alone.index(d, first as u32 + i as u32);
+            }
+            // (A batch that meets the cap is taken in part.)
+            let whole = expected.len() + alone.values.len() < MAX_LEAD_VALUES;
+            expected.extend(alone.values);
+            expected.sort_unstable();
+            expected.dedup();
+            l.add(Instant::now(), &refs);
+            if whole {
+                assert_eq!(l.values, expected, "after the batch at {first}");
+            }
+            first += 10;
+        }
+        assert!(l.values.windows(2).all(|w| w[0] < w[1]));
+        let values = l.values.clone();
+        let docs = batch(first);
+        let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
+        l.add(Instant::now(), &refs);
+        assert_eq!(l.values, values, "a full list takes no more values");
+        assert_eq!(l.docs, first as u64 + 10, "but counts the documents");
     }
 }
