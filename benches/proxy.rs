@@ -179,8 +179,8 @@ fn run_responder() {
 // ---------------------------------------------------------------------------
 // Processes: backends and targets.
 
-/// A child process, killed when dropped.
-struct Proc(Child, SocketAddr);
+/// A child process, killed when dropped; for wirelint, its admin address.
+struct Proc(Child, SocketAddr, Option<SocketAddr>);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -190,6 +190,30 @@ impl Drop for Proc {
 }
 
 impl Proc {
+    /// For wirelint: messages forwarded, and of them those the analysis
+    /// did not see (dropped with its queue full, or shed by sampling), from
+    /// its `/metrics`.
+    fn coverage(&self) -> Option<Coverage> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.2?).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
+            .ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        let sum = |prefix: &str| -> u64 {
+            text.lines()
+                .filter(|l| l.starts_with(prefix))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        Some(Coverage {
+            forwarded: sum("wirelint_forwarded_messages_total{"),
+            unanalysed: sum("wirelint_analysis_dropped_total ")
+                + sum("wirelint_analysis_shed_total "),
+        })
+    }
+
     /// CPU time of every thread, from /proc (Linux).
     fn cpu(&self) -> Option<Duration> {
         self.cpu_split().map(|c| c.all)
@@ -271,7 +295,7 @@ fn responder() -> Proc {
         &mut line,
     )
     .unwrap();
-    Proc(child, line.trim().parse().unwrap())
+    Proc(child, line.trim().parse().unwrap(), None)
 }
 
 fn wirelint(upstream: SocketAddr, analysis: bool) -> Proc {
@@ -282,11 +306,14 @@ fn wirelint(upstream: SocketAddr, analysis: bool) -> Proc {
 
 fn wirelint_binary(bin: &str, upstream: SocketAddr, analysis: bool) -> Proc {
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut cmd = Command::new(bin);
     cmd.args([
         "proxy",
         "--listen",
         &listen.to_string(),
+        "--admin",
+        &admin.to_string(),
         "--upstream",
         &format!("mongodb://{upstream}/"),
         "--summary-interval",
@@ -307,7 +334,7 @@ fn wirelint_binary(bin: &str, upstream: SocketAddr, analysis: bool) -> Proc {
         wait_listening(listen, Duration::from_secs(10)),
         "wirelint did not start"
     );
-    Proc(child, listen)
+    Proc(child, listen, Some(admin))
 }
 
 /// Starts a relay listening on 127.0.0.1:`port`; `None` when it is not
@@ -319,7 +346,7 @@ fn spawn_relay(command: &mut Command, port: u16) -> Option<Proc> {
         .spawn()
         .ok()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    wait_listening(addr, Duration::from_secs(5)).then_some(Proc(child, addr))
+    wait_listening(addr, Duration::from_secs(5)).then_some(Proc(child, addr, None))
 }
 
 /// socat from Debian (scripts/bench.sh installs it when it can).
@@ -384,7 +411,7 @@ fn mongobetween(upstream: SocketAddr) -> Option<Proc> {
         .spawn()
         .ok()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    wait_listening(addr, Duration::from_secs(10)).then_some(Proc(child, addr))
+    wait_listening(addr, Duration::from_secs(10)).then_some(Proc(child, addr, None))
 }
 
 fn ferretdb() -> Option<(Proc, tempfile::TempDir)> {
@@ -418,7 +445,7 @@ fn ferretdb() -> Option<(Proc, tempfile::TempDir)> {
         .spawn()
         .ok()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    wait_listening(addr, Duration::from_secs(20)).then_some((Proc(child, addr), dir))
+    wait_listening(addr, Duration::from_secs(20)).then_some((Proc(child, addr, None), dir))
 }
 
 /// Loads FerretDB with what the workloads read.
@@ -531,8 +558,26 @@ fn cursor_id(reply: &[u8]) -> i64 {
         .unwrap_or(0)
 }
 
+/// Messages a wirelint forwarded, and of them those not analysed.
+#[derive(Clone, Copy, Default)]
+struct Coverage {
+    forwarded: u64,
+    unanalysed: u64,
+}
+
+impl Coverage {
+    fn since(self, before: Coverage) -> Coverage {
+        Coverage {
+            forwarded: self.forwarded.saturating_sub(before.forwarded),
+            unanalysed: self.unanalysed.saturating_sub(before.unanalysed),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Measured {
+    /// For wirelint with analysis on: what it analysed of what it forwarded.
+    coverage: Option<Coverage>,
     ops: u64,
     seconds: f64,
     cpu: Duration,
@@ -543,6 +588,11 @@ struct Measured {
 
 impl Measured {
     fn add(&mut self, other: Measured) {
+        if let Some(c) = other.coverage {
+            let sum = self.coverage.get_or_insert_with(Coverage::default);
+            sum.forwarded += c.forwarded;
+            sum.unanalysed += c.unanalysed;
+        }
         self.ops += other.ops;
         self.seconds += other.seconds;
         self.cpu += other.cpu;
@@ -721,6 +771,7 @@ async fn go_driver(
             for _ in 0..rounds {
                 for (i, t) in targets.iter().enumerate() {
                     let before = t.proc.as_ref().and_then(Proc::cpu_split);
+                    let covered = t.proc.as_ref().and_then(Proc::coverage);
                     let uri = format!("mongodb://{}/?directConnection=true", t.addr);
                     let run = Command::new(&binary)
                         .args(["-uri", &uri, "-workload", arg, "-conns", &n.to_string()])
@@ -733,6 +784,9 @@ async fn go_driver(
                         println!("go-load failed against {}", t.name);
                         continue;
                     };
+                    m.coverage = covered
+                        .zip(t.proc.as_ref().and_then(Proc::coverage))
+                        .map(|(before, after)| after.since(before));
                     if let (Some(before), Some(after)) = (before, after) {
                         let share = seconds / (seconds + warmup.as_secs_f64());
                         let spent = after.since(before, share);
@@ -757,9 +811,8 @@ fn go_measured(stdout: &[u8]) -> Option<Measured> {
     Some(Measured {
         ops: v["ops"].as_u64()?,
         seconds: v["seconds"].as_f64()?,
-        cpu: Duration::ZERO,
-        analysis: Duration::ZERO,
         latency: Some(latency),
+        ..Measured::default()
     })
 }
 
@@ -798,8 +851,17 @@ fn print_rows(
         } else {
             "-".to_string()
         };
+        // Of the messages forwarded, the share the analysis saw: under
+        // 100 % it shed load (sampling) or dropped messages (queue full).
+        let analysed = match m.coverage {
+            Some(c) if !m.analysis.is_zero() && c.forwarded > 0 => format!(
+                "{:.1}%",
+                100.0 * (c.forwarded - c.unanalysed.min(c.forwarded)) as f64 / c.forwarded as f64
+            ),
+            _ => "-".to_string(),
+        };
         println!(
-            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
             backend,
             workload.name(),
             conns,
@@ -814,6 +876,7 @@ fn print_rows(
             cpu,
             cpu_vs_relay,
             analysis,
+            analysed,
         );
     }
 }
@@ -926,7 +989,7 @@ async fn bench() {
         backends.push(("ferretdb", p.1));
     }
     println!(
-        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
         "backend",
         "workload",
         "conns",
@@ -940,9 +1003,10 @@ async fn bench() {
         "+p99 µs",
         "cpu µs/op",
         "cpu×relay",
-        "anl µs/op"
+        "anl µs/op",
+        "analysed"
     );
-    println!("(×relay and cpu×relay: against HAProxy in TCP mode when it runs, else socat; anl µs/op: the part of cpu µs/op spent on wirelint's analysis threads)");
+    println!("(×relay and cpu×relay: against HAProxy in TCP mode when it runs, else socat; anl µs/op: the part of cpu µs/op spent on wirelint's analysis threads; analysed: the share of the messages wirelint forwarded that its analysis saw, from its /metrics)");
     let mut missing_peers = Vec::new();
     for (backend, addr) in &backends {
         let targets = targets(*addr, true, &mut missing_peers);
@@ -957,7 +1021,11 @@ async fn bench() {
                 for _ in 0..rounds {
                     for (i, t) in targets.iter().enumerate() {
                         let cpu = t.proc.as_ref().and_then(Proc::cpu_split);
+                        let covered = t.proc.as_ref().and_then(Proc::coverage);
                         let mut m = load(t.addr, workload, n, warmup, duration).await;
+                        m.coverage = covered
+                            .zip(t.proc.as_ref().and_then(Proc::coverage))
+                            .map(|(before, after)| after.since(before));
                         if let (Some(before), Some(after)) =
                             (cpu, t.proc.as_ref().and_then(Proc::cpu_split))
                         {
