@@ -9,6 +9,7 @@
 use crate::wire::bson_walk::{elements, Element, Value};
 use crate::wire::{Message, OpMsg};
 use bson::{RawArray, RawBsonRef, RawDocument};
+use smallvec::SmallVec;
 
 /// What a command does, as far as analysis cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -816,7 +817,8 @@ pub struct Reply<'a> {
 pub struct CursorBatch<'a> {
     pub id: i64,
     pub ns: Option<&'a str>,
-    pub documents: Vec<&'a RawDocument>,
+    /// Inline up to four (a find by id, a findOne): no allocation.
+    pub documents: SmallVec<[&'a RawDocument; 4]>,
 }
 
 /// A walked element's int32.
@@ -934,7 +936,7 @@ impl<'a> Reply<'a> {
         let mut batch = CursorBatch {
             id: 0,
             ns: None,
-            documents: Vec::new(),
+            documents: SmallVec::new(),
         };
         for e in elements(cursor.value).map_while(Result::ok) {
             match (e.key, e.element_type) {

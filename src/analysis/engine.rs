@@ -13,12 +13,13 @@ use super::follow_ups;
 use super::knowledge::{Knowledge, Origin};
 use super::partition;
 use super::patterns::{Invocation, NamedBy};
-use super::rule::{CompletedOp, DocSource, FollowUp, OpView};
+use super::rule::{CompletedOp, DocSource, FollowUp, Hooks, OpView};
 use super::shape::{self, Shape};
 use super::state::Doc;
 use crate::stats::Direction;
 use crate::wire::{self, Message};
 use bytes::Bytes;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// A map keyed by what the traffic brings, hashed fast (see `state::Lru`).
@@ -406,12 +407,12 @@ impl Engine {
             // Only documents as stored count as the collection's documents
             // (not projected reads, nor $group / $project / $lookup output):
             // a getMore's are what its cursor's first batch was.
-            let stored: Vec<Doc<'_>> = if origin.whole {
+            let stored: SmallVec<[Doc<'_>; 2]> = if origin.whole {
                 docs.iter()
                     .map(|d| Doc::new(d, &k.namespaces.caps))
                     .collect()
             } else {
-                Vec::new()
+                SmallVec::new()
             };
             for doc in &stored {
                 k.namespaces.observe_document(&origin.namespace, doc);
@@ -434,7 +435,12 @@ impl Engine {
                         matched: reply.as_ref().and_then(|r| r.n()),
                     };
                     k.trace = cmd.trace_id();
-                    let events = k.with_rules(|rule, cx| {
+                    let hooks = if stored.is_empty() {
+                        Hooks::OPERATION
+                    } else {
+                        Hooks::OPERATION.and(Hooks::DOCUMENT)
+                    };
+                    let events = k.with_rules(hooks, |rule, cx| {
                         for doc in &stored {
                             rule.on_document(&view, doc, DocSource::Returned, cx);
                         }
@@ -659,10 +665,10 @@ impl Engine {
 
     /// A new data operation: continue the connection's invocation or start
     /// a new one.
-    fn start_operation(&mut self, conn: u64, pattern: &str, named_by: NamedBy, shape: &Shape) {
+    fn start_operation(&mut self, conn: u64, pattern: &Arc<str>, named_by: NamedBy, shape: &Shape) {
         let state = self.conns.entry(conn).or_default();
         let continues = matches!(&state.current, Some(inv)
-            if named_by == NamedBy::Comment && inv.pattern == pattern && inv.first_shape != shape.hash);
+            if named_by == NamedBy::Comment && *inv.pattern == **pattern && inv.first_shape != shape.hash);
         if continues {
             let inv = state.current.as_mut().expect("checked");
             inv.round_trips += 1;
@@ -672,13 +678,13 @@ impl Engine {
             return;
         }
         let finished = state.current.replace(Invocation {
-            pattern: pattern.to_string(),
+            pattern: pattern.clone(),
             first_shape: shape.hash,
             round_trips: 1,
             latency_micros: 0,
             docs: 0,
             bytes: 0,
-            shapes: vec![shape.hash],
+            shapes: smallvec::smallvec![shape.hash],
             errors: Vec::new(),
             weight: 1 << self.sampling,
         });
@@ -729,7 +735,7 @@ impl Engine {
             for inv in &done {
                 k.patterns.commit(inv);
             }
-            k.with_rules(|rule, cx| rule.on_tick(cx))
+            k.with_rules(Hooks::TICK, |rule, cx| rule.on_tick(cx))
         };
         self.emit(events);
     }
@@ -845,7 +851,12 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec
             None => {}
         }
     }
-    k.with_rules(|rule, cx| {
+    let hooks = if inserted.is_empty() && replaced.is_empty() {
+        Hooks::REQUEST
+    } else {
+        Hooks::REQUEST.and(Hooks::DOCUMENT)
+    };
+    k.with_rules(hooks, |rule, cx| {
         rule.on_request(view, cx);
         for doc in &inserted {
             rule.on_document(view, doc, DocSource::Inserted, cx);

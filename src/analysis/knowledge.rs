@@ -8,7 +8,7 @@ use super::budget::{self, Lru, PoolUsage, Pools};
 use super::findings::{FindingEvent, FindingStore};
 use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::PatternTable;
-use super::rule::{Rule, RuleContext, RuleSettings};
+use super::rule::{Hooks, Rule, RuleContext, RuleSettings};
 use super::shape::Shape;
 use super::state::{Caps, Namespaces};
 use std::sync::Arc;
@@ -108,12 +108,13 @@ impl Knowledge {
         }
     }
 
-    /// Runs `f` for every enabled rule with a fresh context; returns the
-    /// findings that are new or got worse. A rule that panics is stopped
+    /// Runs `f` for every enabled rule that implements one of `hooks`, with
+    /// a fresh context; returns the findings that are new or got worse. A rule that panics is stopped
     /// for this call only: the panic is caught around that one rule,
     /// counted under its id in `rule_panics`, and the other rules run.
     pub(crate) fn with_rules(
         &mut self,
+        hooks: Hooks,
         mut f: impl FnMut(&mut dyn Rule, &mut RuleContext<'_>),
     ) -> Vec<FindingEvent> {
         let mut events = Vec::new();
@@ -143,6 +144,9 @@ impl Knowledge {
             trace_id: *trace,
         };
         for rule in rules.iter_mut() {
+            if !rule.hooks().meets(hooks) {
+                continue;
+            }
             let id = rule.meta().id;
             if !settings.enabled(id) {
                 continue;
@@ -218,10 +222,47 @@ mod tests {
             Caps::default(),
         );
         for _ in 0..3 {
-            k.with_rules(|rule, cx| rule.on_tick(cx));
+            k.with_rules(Hooks::TICK, |rule, cx| rule.on_tick(cx));
         }
         assert_eq!(ticks.load(std::sync::atomic::Ordering::Relaxed), 3);
         assert_eq!(k.rule_panics.get("T1"), Some(&3));
         assert_eq!(k.rules.len(), 2, "no rule is lost");
+    }
+
+    /// A rule that names its hooks is called for those alone; one that
+    /// names none (the default) is called for every hook.
+    #[test]
+    fn rules_are_called_for_the_hooks_they_name() {
+        struct TickOnly(std::sync::Arc<std::sync::atomic::AtomicU64>);
+        impl Rule for TickOnly {
+            fn meta(&self) -> &'static RuleMeta {
+                &COUNTS
+            }
+            fn hooks(&self) -> Hooks {
+                Hooks::TICK
+            }
+        }
+        let (named, unnamed) = (
+            std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        );
+        let mut k = Knowledge::new(
+            vec![
+                Box::new(TickOnly(named.clone())),
+                Box::new(Counts(unnamed.clone())),
+            ],
+            RuleSettings::default(),
+            false,
+            Caps::default(),
+        );
+        let calls = |k: &mut Knowledge, hooks| {
+            let mut ids = Vec::new();
+            k.with_rules(hooks, |rule, _| ids.push(rule.meta().id));
+            ids.len()
+        };
+        assert_eq!(calls(&mut k, Hooks::TICK), 2);
+        assert_eq!(calls(&mut k, Hooks::REQUEST), 1, "only the unnamed one");
+        assert_eq!(calls(&mut k, Hooks::DOCUMENT.and(Hooks::OPERATION)), 1);
+        assert_eq!(calls(&mut k, Hooks::ALL), 2);
     }
 }

@@ -20,6 +20,7 @@ use super::command::{Command, Kind};
 use crate::wire::bson_walk::{elements, values, Value};
 use bson::{RawBsonRef, RawDocument};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// How many partitions an operation reaches, in `analyzeShardKey`'s
@@ -416,16 +417,17 @@ pub fn pins_by_equality(filter: &RawDocument, path: &str) -> bool {
 
 /// [`equality_paths`] appended to `out` as borrowed, unsorted (nothing
 /// allocated but `out`'s growth).
-pub fn equality_paths_into<'a>(filter: &'a RawDocument, out: &mut Vec<&'a str>) {
+pub fn equality_paths_into<'a>(filter: &'a RawDocument, out: &mut impl Extend<&'a str>) {
     walk_pins(filter, 0, &mut |path, pin| {
         if pin == Pin::Eq {
-            out.push(path)
+            out.extend(Some(path))
         }
     });
 }
 
-/// The filters of a read, update or delete (an aggregate's first `$match`).
-pub fn filters<'a>(cmd: &Command<'a>) -> Vec<&'a RawDocument> {
+/// The filters of a read, update or delete (an aggregate's first `$match`),
+/// held inline (no allocation) when there are at most two.
+pub fn filters<'a>(cmd: &Command<'a>) -> SmallVec<[&'a RawDocument; 2]> {
     match cmd.kind {
         Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => {
             cmd.filter().into_iter().collect()
@@ -440,7 +442,7 @@ pub fn filters<'a>(cmd: &Command<'a>) -> Vec<&'a RawDocument> {
             .collect(),
         Kind::Update => cmd.updates().into_iter().filter_map(|u| u.filter).collect(),
         Kind::Delete => cmd.deletes().into_iter().map(|(q, _)| q).collect(),
-        _ => Vec::new(),
+        _ => SmallVec::new(),
     }
 }
 

@@ -16,6 +16,7 @@ use super::command::TraceId;
 use super::shape::Shape;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -167,13 +168,16 @@ pub struct ShapeInfo {
 /// One invocation in progress on a connection.
 #[derive(Clone, Debug)]
 pub struct Invocation {
-    pub pattern: String,
+    /// Its pattern's name, shared with the origin it came from (no copy
+    /// per operation).
+    pub pattern: Arc<str>,
     pub first_shape: u64,
     pub round_trips: u64,
     pub latency_micros: u64,
     pub docs: u64,
     pub bytes: u64,
-    pub shapes: Vec<u64>,
+    /// The shapes of its operations, in order (most invocations have one).
+    pub shapes: SmallVec<[u64; 4]>,
     pub errors: Vec<i32>,
     /// How many calls this one stands for: 2^level when it was seen while
     /// the analysis sampled one connection in 2^level.
@@ -238,7 +242,7 @@ impl PatternTable {
 
     /// Folds a finished invocation into its pattern.
     pub fn commit(&mut self, inv: &Invocation) {
-        let Some(stats) = self.patterns.map_get_mut(&inv.pattern) else {
+        let Some(stats) = self.patterns.map_get_mut(&*inv.pattern) else {
             return;
         };
         stats.invocations += 1;
@@ -259,7 +263,7 @@ impl PatternTable {
     /// A round trip that belongs to no open invocation (a getMore whose
     /// cursor's pattern is no longer the connection's current one).
     pub fn add_round_trip(&mut self, pattern: &str, round_trips: u64, docs: u64, bytes: u64) {
-        if let Some(stats) = self.patterns.map_get_mut(&pattern.to_string()) {
+        if let Some(stats) = self.patterns.map_get_mut(pattern) {
             stats.round_trips += round_trips;
             stats.docs_returned += docs;
             stats.bytes_returned += bytes;

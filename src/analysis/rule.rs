@@ -106,8 +106,33 @@ pub struct CompletedOp<'a> {
     pub matched: Option<i64>,
 }
 
+/// Which of a rule's hooks do something: the engine calls a rule only for
+/// the hooks it names (a rule that names none is called for all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hooks(u8);
+
+impl Hooks {
+    pub const REQUEST: Hooks = Hooks(1);
+    pub const DOCUMENT: Hooks = Hooks(2);
+    pub const OPERATION: Hooks = Hooks(4);
+    pub const TICK: Hooks = Hooks(8);
+    pub const ALL: Hooks = Hooks(15);
+
+    pub const fn and(self, other: Hooks) -> Hooks {
+        Hooks(self.0 | other.0)
+    }
+
+    pub const fn meets(self, other: Hooks) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
 pub trait Rule: Send {
     fn meta(&self) -> &'static RuleMeta;
+    /// The hooks this rule implements; the others are not called.
+    fn hooks(&self) -> Hooks {
+        Hooks::ALL
+    }
     fn on_request(&mut self, _op: &OpView<'_>, _cx: &mut RuleContext<'_>) {}
     fn on_document(
         &mut self,

@@ -49,7 +49,7 @@ pub use crate::analysis::findings::{
     Change, Finding, FindingDraft, FindingEvent, FindingStore, Severity,
 };
 pub use crate::analysis::rule::{
-    CompletedOp, DocSource, FollowUp, OpView, Rule, RuleContext, RuleMeta, RuleOverrides,
+    CompletedOp, DocSource, FollowUp, Hooks, OpView, Rule, RuleContext, RuleMeta, RuleOverrides,
     RuleSettings, Threshold,
 };
 

@@ -14,7 +14,7 @@
 //! with `$each` and `$slice`, and the bucket pattern, are never reported.
 
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::command::{fold_path, is_bucketed, is_sliced};
 use bson::{RawBsonRef, RawDocument};
@@ -118,6 +118,10 @@ fn rewritten_arrays(update: &RawDocument, operator_update: bool) -> Vec<(String,
 impl Rule for UnboundedArrayGrowth {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

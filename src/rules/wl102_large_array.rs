@@ -3,7 +3,9 @@
 //! thresholds of MongoDB Compass's and Atlas's schema advice. Per field
 //! path, array elements folded as `path.$`.
 
-use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{
+    DocSource, FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold,
+};
 use crate::analysis::state::Doc;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -29,6 +31,10 @@ pub struct LargeArray;
 impl Rule for LargeArray {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::DOCUMENT
     }
 
     fn on_document(

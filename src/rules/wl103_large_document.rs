@@ -5,7 +5,9 @@
 
 use super::common::human_bytes;
 use super::common::RuleTable;
-use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{
+    DocSource, FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold,
+};
 use crate::analysis::state::Doc;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -47,6 +49,10 @@ pub struct LargeDocument {
 impl Rule for LargeDocument {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::DOCUMENT
     }
 
     fn on_document(

@@ -10,7 +10,7 @@
 //! operations that are scatter-gather with this shape.
 
 use super::common::{CrossPartitionCounts, CROSS_PARTITION_THRESHOLDS};
-use super::{OpView, Rule, RuleContext, RuleMeta, Severity};
+use super::{Hooks, OpView, Rule, RuleContext, RuleMeta, Severity};
 
 pub static META: RuleMeta = RuleMeta {
     id: "WL201",
@@ -29,6 +29,10 @@ pub struct CrossPartitionQuery(CrossPartitionCounts);
 impl Rule for CrossPartitionQuery {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

@@ -5,7 +5,7 @@
 //! and the results are merged. Reported with the dedicated-feed advice.
 
 use super::common::{CrossPartitionCounts, CROSS_PARTITION_THRESHOLDS};
-use super::{OpView, Rule, RuleContext, RuleMeta, Severity};
+use super::{Hooks, OpView, Rule, RuleContext, RuleMeta, Severity};
 
 pub static META: RuleMeta = RuleMeta {
     id: "WL202",
@@ -24,6 +24,10 @@ pub struct CrossPartitionSort(CrossPartitionCounts);
 impl Rule for CrossPartitionSort {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

@@ -11,11 +11,12 @@
 //! partition-key advice).
 
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::budget::Weight;
 use crate::analysis::partition::{equality_paths_into, filters, Partitioning};
 use crate::analysis::shape::{fnv1a_continue, FNV1A_START};
 use serde_json::json;
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub static META: RuleMeta = RuleMeta {
@@ -104,6 +105,10 @@ impl Rule for PartitionKeyAdvice {
         &META
     }
 
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST.and(Hooks::TICK)
+    }
+
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         let filters = filters(op.cmd);
         if filters.is_empty() && !op.cmd.kind.is_read() {
@@ -124,7 +129,7 @@ impl Rule for PartitionKeyAdvice {
             }
         }
         // The set's strings are built only the first time it is seen.
-        let mut paths: Vec<&str> = Vec::new();
+        let mut paths: SmallVec<[&str; 8]> = SmallVec::new();
         for f in &filters {
             equality_paths_into(f, &mut paths);
         }

@@ -8,7 +8,9 @@
 
 use super::common::sliced_paths;
 use super::common::RuleTable;
-use super::{DocSource, FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{
+    DocSource, FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold,
+};
 use crate::analysis::command::Kind;
 use crate::analysis::state::Doc;
 use serde_json::json;
@@ -39,6 +41,10 @@ pub struct MissingSubset {
 impl Rule for MissingSubset {
     fn meta(&self) -> &'static RuleMeta {
         &MISSING
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST.and(Hooks::DOCUMENT)
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

@@ -6,7 +6,7 @@
 
 use super::common::sliced_paths;
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -33,6 +33,10 @@ pub struct SliceOnRead {
 impl Rule for SliceOnRead {
     fn meta(&self) -> &'static RuleMeta {
         &SLICE
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

@@ -11,7 +11,7 @@
 //! `min_lists` lists of the same shape each had every element followed.
 
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -56,6 +56,10 @@ pub struct NPlusOne {
 impl Rule for NPlusOne {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

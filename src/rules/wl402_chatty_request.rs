@@ -6,7 +6,7 @@
 //! round trips for one page.
 
 use super::common::RuleTable;
-use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::patterns::NamedBy;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -34,6 +34,10 @@ pub struct ChattyRequest {
 impl Rule for ChattyRequest {
     fn meta(&self) -> &'static RuleMeta {
         &CHATTY
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::TICK
     }
 
     fn on_tick(&mut self, cx: &mut RuleContext<'_>) {

@@ -6,7 +6,7 @@
 //! computed again on every read instead of kept on write.
 
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::partition::{equality_paths, filters};
 use crate::analysis::patterns::NamedBy;
@@ -65,6 +65,10 @@ pub struct CountOnRead {
 impl Rule for CountOnRead {
     fn meta(&self) -> &'static RuleMeta {
         &COUNT
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

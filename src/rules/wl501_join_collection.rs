@@ -4,7 +4,7 @@
 //! authors and books).
 
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -61,6 +61,10 @@ fn reference_name(field: &str) -> bool {
 impl Rule for JoinCollection {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

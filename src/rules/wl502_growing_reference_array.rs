@@ -9,7 +9,7 @@
 
 use super::common::pushed_child_ids;
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -36,6 +36,10 @@ pub struct GrowingReferenceArray {
 impl Rule for GrowingReferenceArray {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

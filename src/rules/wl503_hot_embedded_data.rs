@@ -6,7 +6,7 @@
 //! warning.
 
 use super::common::RuleTable;
-use super::{CompletedOp, FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{CompletedOp, FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::fold_path;
 use crate::analysis::command::Kind;
 use bson::RawBsonRef;
@@ -36,6 +36,10 @@ pub struct HotEmbeddedData {
 impl Rule for HotEmbeddedData {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::OPERATION
     }
 
     fn on_operation(&mut self, done: &CompletedOp<'_>, cx: &mut RuleContext<'_>) {

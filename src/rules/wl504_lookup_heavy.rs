@@ -5,7 +5,7 @@
 //! joined.
 
 use super::common::RuleTable;
-use super::{FindingDraft, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use bson::{RawArray, RawBsonRef};
 use serde_json::json;
@@ -87,6 +87,10 @@ fn lookups(pipeline: &RawArray, out: &mut BTreeSet<String>, depth: usize) {
 impl Rule for LookupHeavy {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::REQUEST
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {

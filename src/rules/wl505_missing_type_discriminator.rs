@@ -4,7 +4,7 @@
 //! Seed 003: books and their reviews in one collection need a `type` field.
 
 use super::common::RuleTable;
-use super::{FindingDraft, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::state::FieldSet;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -71,6 +71,10 @@ fn discriminator(kinds: &[&FieldSet]) -> Option<String> {
 impl Rule for MissingTypeDiscriminator {
     fn meta(&self) -> &'static RuleMeta {
         &META
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::TICK
     }
 
     fn on_tick(&mut self, cx: &mut RuleContext<'_>) {
