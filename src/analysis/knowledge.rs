@@ -233,7 +233,7 @@ mod tests {
     /// names none (the default) is called for every hook.
     #[test]
     fn rules_are_called_for_the_hooks_they_name() {
-        struct TickOnly(std::sync::Arc<std::sync::atomic::AtomicU64>);
+        struct TickOnly;
         impl Rule for TickOnly {
             fn meta(&self) -> &'static RuleMeta {
                 &COUNTS
@@ -242,15 +242,9 @@ mod tests {
                 Hooks::TICK
             }
         }
-        let (named, unnamed) = (
-            std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
-        );
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut k = Knowledge::new(
-            vec![
-                Box::new(TickOnly(named.clone())),
-                Box::new(Counts(unnamed.clone())),
-            ],
+            vec![Box::new(TickOnly), Box::new(Counts(ticks))],
             RuleSettings::default(),
             false,
             Caps::default(),
