@@ -414,9 +414,7 @@ impl Engine {
             } else {
                 SmallVec::new()
             };
-            for doc in &stored {
-                k.namespaces.observe_document(&origin.namespace, doc);
-            }
+            k.namespaces.observe_documents(&origin.namespace, &stored);
             match &cmd {
                 Some(cmd) => {
                     let view = OpView {

@@ -294,6 +294,18 @@ impl Namespaces {
         self.observe_document_with_id(namespace, doc, id_hash(doc.raw))
     }
 
+    /// A batch of documents of one namespace (a cursor's): the namespace
+    /// is looked up once, not per document.
+    pub fn observe_documents(&mut self, namespace: &str, docs: &[Doc<'_>]) {
+        if docs.is_empty() {
+            return;
+        }
+        let state = self.state(namespace);
+        for doc in docs {
+            observe_in(state, doc, id_hash(doc.raw));
+        }
+    }
+
     /// A replacement (an update without operators): its `_id` is the
     /// filter's when the document does not carry one.
     pub fn observe_replacement(
@@ -307,46 +319,7 @@ impl Namespaces {
     }
 
     fn observe_document_with_id(&mut self, namespace: &str, doc: &Doc<'_>, id: Option<u64>) {
-        let state = self.state(namespace);
-        state.doc_sizes.record(doc.raw.as_bytes().len() as u64);
-        state.documents_seen += 1;
-        record_field_set(state, doc.raw);
-        for array in &doc.arrays {
-            state
-                .arrays
-                .get_or_insert_with(&array.path, ArrayStats::default)
-                .lengths
-                .record(array.len as u64);
-        }
-        // Growth: compare with what this document's arrays were last time.
-        let Some(id) = id else {
-            return;
-        };
-        if doc.arrays.is_empty() {
-            // Nothing to compare next time: no entry (most documents).
-            state.documents.remove(&id);
-            return;
-        }
-        let now: Vec<(u64, u32)> = doc
-            .arrays
-            .iter()
-            .filter(|a| !a.path.contains('$'))
-            .take(ARRAYS_PER_DOCUMENT)
-            .map(|a| (fnv1a(a.path.as_bytes()), a.len))
-            .collect();
-        let previous = state.documents.get(&id).cloned();
-        if let Some(previous) = previous {
-            for ArrayInDoc { path, len, .. } in &doc.arrays {
-                let h = fnv1a(path.as_bytes());
-                if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
-                    state
-                        .arrays
-                        .get_or_insert_with(path, ArrayStats::default)
-                        .observed(*before, *len);
-                }
-            }
-        }
-        *state.documents.get_or_insert_with(&id, Vec::new) = now;
+        observe_in(self.state(namespace), doc, id)
     }
 
     /// Records the operators and paths of an update document.
@@ -480,6 +453,50 @@ fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
     if let Some(before) = before {
         stats.observed(before, len);
     }
+}
+
+/// What a document tells about its namespace: its size, its field set,
+/// its arrays' lengths, and (by its `_id`) how they grew since last seen.
+fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
+    state.doc_sizes.record(doc.raw.as_bytes().len() as u64);
+    state.documents_seen += 1;
+    record_field_set(state, doc.raw);
+    for array in &doc.arrays {
+        state
+            .arrays
+            .get_or_insert_with(&array.path, ArrayStats::default)
+            .lengths
+            .record(array.len as u64);
+    }
+    // Growth: compare with what this document's arrays were last time.
+    let Some(id) = id else {
+        return;
+    };
+    if doc.arrays.is_empty() {
+        // Nothing to compare next time: no entry (most documents).
+        state.documents.remove(&id);
+        return;
+    }
+    let now: Vec<(u64, u32)> = doc
+        .arrays
+        .iter()
+        .filter(|a| !a.path.contains('$'))
+        .take(ARRAYS_PER_DOCUMENT)
+        .map(|a| (fnv1a(a.path.as_bytes()), a.len))
+        .collect();
+    let previous = state.documents.get(&id).cloned();
+    if let Some(previous) = previous {
+        for ArrayInDoc { path, len, .. } in &doc.arrays {
+            let h = fnv1a(path.as_bytes());
+            if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
+                state
+                    .arrays
+                    .get_or_insert_with(path, ArrayStats::default)
+                    .observed(*before, *len);
+            }
+        }
+    }
+    *state.documents.get_or_insert_with(&id, Vec::new) = now;
 }
 
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
@@ -874,6 +891,44 @@ mod tests {
         let numeric = |path: &str| arrays.iter().find(|a| a.path == path).unwrap().numeric;
         assert!(numeric("embedding") && numeric("route.coordinates"));
         assert!(!numeric("tags") && !numeric("ids") && !numeric("empty") && !numeric("comments"));
+    }
+
+    /// A cursor's batch observed at once leaves what observing its
+    /// documents one by one does: sizes, field sets, lengths and growth.
+    #[test]
+    fn a_batch_is_observed_as_its_documents_one_by_one() {
+        let caps = Caps::default();
+        let docs: Vec<bson::RawDocumentBuf> = [1, 3, 2, 5]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let tags: Vec<i32> = (0..*n).collect();
+                bson::RawDocumentBuf::try_from(
+                    &bson::doc! {"_id": (i % 2) as i32, "tags": tags, "kind": "post"},
+                )
+                .unwrap()
+            })
+            .collect();
+        let parsed: Vec<Doc<'_>> = docs.iter().map(|d| Doc::new(d, &caps)).collect();
+        let (mut batch, mut single) = (Namespaces::default(), Namespaces::default());
+        batch.observe_documents("blog.posts", &parsed);
+        for d in &parsed {
+            single.observe_document("blog.posts", d);
+        }
+        let seen = |ns: &Namespaces| {
+            let s = ns.get("blog.posts").unwrap();
+            let tags = s.arrays.get(&"tags".to_string()).unwrap();
+            (
+                s.documents_seen,
+                s.doc_sizes.count,
+                s.field_sets.len(),
+                tags.lengths.max,
+                tags.growth_events,
+                tags.max_growth,
+            )
+        };
+        assert_eq!(seen(&batch), seen(&single));
+        assert_eq!(seen(&batch), (4, 4, 1, 5, 2, 2));
     }
 
     #[test]
