@@ -4,8 +4,11 @@
 //!
 //! The engine calls a rule's hooks as traffic is decoded — a request, each
 //! document it sees (inserted, replaced or returned), a paired operation,
-//! and a periodic tick. The rules themselves live in `crate::rules`, above
-//! this layer; the application hands them to the engine.
+//! and a periodic tick — only those the rule names in [`Rule::hooks`] (all
+//! of them when it names none: naming fewer saves the calls, never a
+//! finding, as long as the names match what the rule implements). The
+//! rules themselves live in `crate::rules`, above this layer; the
+//! application hands them to the engine.
 
 use super::command::Command;
 use super::findings::{Change, FindingDraft, FindingEvent, FindingStore, Severity};
