@@ -566,11 +566,13 @@ struct Coverage {
 }
 
 impl Coverage {
-    fn since(self, before: Coverage) -> Coverage {
-        Coverage {
-            forwarded: self.forwarded.saturating_sub(before.forwarded),
-            unanalysed: self.unanalysed.saturating_sub(before.unanalysed),
-        }
+    /// What `proc` forwarded and left unanalysed since it stood at `before`.
+    fn since_in(proc: Option<&Proc>, before: Option<Coverage>) -> Option<Coverage> {
+        let (before, now) = (before?, proc?.coverage()?);
+        Some(Coverage {
+            forwarded: now.forwarded.saturating_sub(before.forwarded),
+            unanalysed: now.unanalysed.saturating_sub(before.unanalysed),
+        })
     }
 }
 
@@ -784,9 +786,7 @@ async fn go_driver(
                         println!("go-load failed against {}", t.name);
                         continue;
                     };
-                    m.coverage = covered
-                        .zip(t.proc.as_ref().and_then(Proc::coverage))
-                        .map(|(before, after)| after.since(before));
+                    m.coverage = Coverage::since_in(t.proc.as_ref(), covered);
                     if let (Some(before), Some(after)) = (before, after) {
                         let share = seconds / (seconds + warmup.as_secs_f64());
                         let spent = after.since(before, share);
@@ -1023,9 +1023,7 @@ async fn bench() {
                         let cpu = t.proc.as_ref().and_then(Proc::cpu_split);
                         let covered = t.proc.as_ref().and_then(Proc::coverage);
                         let mut m = load(t.addr, workload, n, warmup, duration).await;
-                        m.coverage = covered
-                            .zip(t.proc.as_ref().and_then(Proc::coverage))
-                            .map(|(before, after)| after.since(before));
+                        m.coverage = Coverage::since_in(t.proc.as_ref(), covered);
                         if let (Some(before), Some(after)) =
                             (cpu, t.proc.as_ref().and_then(Proc::cpu_split))
                         {

@@ -433,11 +433,7 @@ impl Engine {
                         matched: reply.as_ref().and_then(|r| r.n()),
                     };
                     k.trace = cmd.trace_id();
-                    let hooks = if stored.is_empty() {
-                        Hooks::OPERATION
-                    } else {
-                        Hooks::OPERATION.and(Hooks::DOCUMENT)
-                    };
+                    let hooks = Hooks::OPERATION.and_if(!stored.is_empty(), Hooks::DOCUMENT);
                     let events = k.with_rules(hooks, |rule, cx| {
                         for doc in &stored {
                             rule.on_document(&view, doc, DocSource::Returned, cx);
@@ -849,11 +845,8 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec
             None => {}
         }
     }
-    let hooks = if inserted.is_empty() && replaced.is_empty() {
-        Hooks::REQUEST
-    } else {
-        Hooks::REQUEST.and(Hooks::DOCUMENT)
-    };
+    let documents = !inserted.is_empty() || !replaced.is_empty();
+    let hooks = Hooks::REQUEST.and_if(documents, Hooks::DOCUMENT);
     k.with_rules(hooks, |rule, cx| {
         rule.on_request(view, cx);
         for doc in &inserted {

@@ -125,6 +125,15 @@ impl Hooks {
         Hooks(self.0 | other.0)
     }
 
+    /// These and `other` when `also` holds.
+    pub const fn and_if(self, also: bool, other: Hooks) -> Hooks {
+        if also {
+            self.and(other)
+        } else {
+            self
+        }
+    }
+
     pub const fn meets(self, other: Hooks) -> bool {
         self.0 & other.0 != 0
     }
