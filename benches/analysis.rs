@@ -115,8 +115,9 @@ const DISTINCT: usize = 1000;
 /// generator and responder send them, values varying from one request to
 /// the next and spread over 16 connections: `find_by_id` (a find of one
 /// `_id`, replied with one 1 KiB document), `insert_1kib` (one 1 KiB
-/// document, `{n: 1}`), `getmore_batch` (a getMore, replied with 10
-/// documents of 1 KiB).
+/// document with an ObjectId `_id` as drivers add, a new one on every
+/// iteration (see [`Ids`]); replied `{n: 1}`), `getmore_batch` (a getMore,
+/// replied with 10 documents of 1 KiB).
 fn typical(workload: &str) -> (Vec<Pair>, Vec<Pair>) {
     let pad = |n: usize| "x".repeat(n);
     // A reply answers its request (`responseTo`), as a server's does:
@@ -159,7 +160,7 @@ fn typical(workload: &str) -> (Vec<Pair>, Vec<Pair>) {
                     bson::rawdoc! {"cursor": {"id": 0i64, "ns": "bench.c", "firstBatch": [{"_id": id, "pad": pad(994)}]}, "ok": 1.0},
                 ),
                 "insert_1kib" => (
-                    bson::rawdoc! {"insert": "ins", "documents": [{"n": id, "pad": pad(994)}], "$db": "bench"},
+                    bson::rawdoc! {"insert": "ins", "documents": [{"_id": bson::oid::ObjectId::from_bytes(ID_MARK), "n": id, "pad": pad(970)}], "$db": "bench"},
                     bson::rawdoc! {"n": 1i32, "ok": 1.0},
                 ),
                 "getmore_batch" => (
@@ -185,12 +186,13 @@ fn main() {
         let names = PAIRS.iter().map(|p| p.0).chain(TYPICAL);
         for name in names.filter(|name| only.as_deref().is_none_or(|o| o == *name)) {
             let mut worker = Worker::new();
-            let (setup, pairs) = workload(name);
+            let (setup, mut pairs) = workload(name);
+            let mut ids = Ids::of(&pairs);
             for (conn, request, reply) in &setup {
                 worker.pair(*conn, request, reply);
             }
-            for i in 0..n as usize {
-                let (conn, request, reply) = &pairs[i % pairs.len()];
+            for i in 0..ids.warm_up() + n as usize {
+                let (conn, request, reply) = ids.fresh(&mut pairs, i);
                 worker.pair(*conn, request, reply);
             }
             println!("{name}: {n} pairs");
@@ -201,6 +203,53 @@ fn main() {
 }
 
 const TYPICAL: [&str; 3] = ["find_by_id", "insert_1kib", "getmore_batch"];
+
+/// The ObjectId a typical insert is built with, rewritten before each use.
+const ID_MARK: [u8; 12] = [0xA5; 12];
+
+/// Fresh `_id`s: a driver gives every inserted document a new ObjectId,
+/// so the table of inserted ids is full and forgets one per insert in the
+/// steady state. Cycling through the same 1,000 ids would keep it small
+/// and warm, and measure less than a proxy does.
+struct Ids {
+    /// Where each pair's request holds its ObjectId, if it has one.
+    at: Vec<Option<usize>>,
+    next: u64,
+}
+
+impl Ids {
+    fn of(pairs: &[Pair]) -> Ids {
+        let at = pairs
+            .iter()
+            .map(|(_, request, _)| request.windows(12).position(|w| w == ID_MARK))
+            .collect();
+        Ids { at, next: 0 }
+    }
+
+    /// Pairs to run before measuring: 1,000, or enough inserts to fill
+    /// the table of inserted ids (10 × the documents per namespace).
+    fn warm_up(&self) -> usize {
+        if self.at.iter().any(Option::is_some) {
+            Caps::default().documents_per_namespace * 10 + 1000
+        } else {
+            1000
+        }
+    }
+
+    /// Pair `i` of `pairs`, its ObjectId (if any) a new one.
+    fn fresh<'p>(&mut self, pairs: &'p mut [Pair], i: usize) -> &'p Pair {
+        let i = i % pairs.len();
+        if let Some(at) = self.at[i] {
+            self.next += 1;
+            let request = std::mem::take(&mut pairs[i].1);
+            // The engine keeps no copy of a request once its reply came.
+            let mut bytes = request.try_into_mut().expect("no other handle");
+            bytes[at + 4..at + 12].copy_from_slice(&self.next.to_be_bytes());
+            pairs[i].1 = bytes.freeze();
+        }
+        &pairs[i]
+    }
+}
 
 type Pair = (u64, Bytes, Bytes);
 
@@ -218,22 +267,25 @@ fn workload(name: &str) -> (Vec<Pair>, Vec<Pair>) {
 }
 
 /// One pair per iteration through the whole analysis, cycling through the
-/// workload's pairs, after 1,000 pairs first: the steady state a
-/// long-running proxy is in (per pair).
+/// workload's pairs, after 1,000 pairs first (101,000 for inserts, to
+/// fill the inserted ids): the steady state a long-running proxy is in
+/// (per pair).
 fn bench_workload(bencher: Bencher, name: &str) {
-    let (setup, pairs) = workload(name);
+    let (setup, mut pairs) = workload(name);
+    let mut ids = Ids::of(&pairs);
     let mut worker = Worker::new();
     for (conn, request, reply) in &setup {
         worker.pair(*conn, request, reply);
     }
-    for i in 0..1000 {
-        let (conn, request, reply) = &pairs[i % pairs.len()];
+    let warm = ids.warm_up();
+    for i in 0..warm {
+        let (conn, request, reply) = ids.fresh(&mut pairs, i);
         worker.pair(*conn, request, reply);
     }
     worker.check_paired(name);
-    let mut i = 0;
+    let mut i = warm;
     bencher.bench_local(|| {
-        let (conn, request, reply) = &pairs[i % pairs.len()];
+        let (conn, request, reply) = ids.fresh(&mut pairs, i);
         i += 1;
         worker.pair(*conn, request, reply)
     });

@@ -116,6 +116,16 @@ impl Pool {
         self.give_back(bytes, 1);
     }
 
+    /// Bytes held with no entry in them yet (a fixed array).
+    pub fn reserve(&self, bytes: usize) {
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Entries stored in bytes reserved already.
+    pub fn entries_added(&self, entries: usize) {
+        self.entries.fetch_add(entries, Relaxed);
+    }
+
     /// Gives back `entries` entries of `bytes` in all (a table dropped).
     pub fn give_back(&self, bytes: usize, entries: usize) {
         self.bytes.fetch_sub(bytes, Relaxed);
@@ -217,6 +227,116 @@ impl Charge {
 impl Drop for Charge {
     fn drop(&mut self) {
         self.pool.release(self.bytes);
+    }
+}
+
+/// Values under keys hashed already (64-bit hashes), in a fixed array of
+/// two-entry sets: an entry lives in the set its hash picks, the most
+/// recent of the two first, and a new hash pushes out the older one there
+/// (the least recently stored of its set, not of the whole table). One
+/// look at one cache line per access, no allocation per entry, nothing to
+/// unlink: for tables written on every operation and far larger than the
+/// processor's caches (every inserted `_id`), where an [`Lru`] costs a
+/// hash-table removal and a list unlink per entry forgotten, each a cache
+/// miss. The array (at most `cap` entries, and what the pool holds) is
+/// allocated and charged to its pool in full when the first entry comes.
+pub struct HashCache<V> {
+    slots: Vec<Option<(u64, V)>>,
+    /// Entries at most (even, ≥ 2).
+    cap: usize,
+    len: usize,
+    pool: Arc<Pool>,
+    pub evicted: u64,
+}
+
+impl<V> std::fmt::Debug for HashCache<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HashCache")
+            .field("pool", &self.pool.name)
+            .field("len", &self.len)
+            .field("cap", &self.cap)
+            .field("evicted", &self.evicted)
+            .finish()
+    }
+}
+
+impl<V> Drop for HashCache<V> {
+    fn drop(&mut self) {
+        self.pool.give_back(self.bytes(), self.len);
+    }
+}
+
+impl<V> HashCache<V> {
+    const SLOT: usize = std::mem::size_of::<Option<(u64, V)>>();
+
+    /// At most `cap` entries, and no more than `pool` holds.
+    pub fn in_pool(cap: usize, pool: Arc<Pool>) -> Self {
+        let cap = cap.min(pool.max / Self::SLOT).max(2) & !1;
+        HashCache {
+            slots: Vec::new(),
+            cap,
+            len: 0,
+            pool,
+            evicted: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held (and charged): the whole array once it exists.
+    pub fn bytes(&self) -> usize {
+        self.slots.capacity() * Self::SLOT
+    }
+
+    /// The first slot of the set `hash` picks (its bits mixed first, so
+    /// hashes that differ only in their high bits spread too).
+    fn set(&self, hash: u64) -> usize {
+        let sets = (self.cap / 2) as u128;
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) as u128;
+        2 * ((mixed * sets) >> 64) as usize
+    }
+
+    pub fn get(&self, hash: u64) -> Option<&V> {
+        let i = self.set(hash);
+        self.slots
+            .get(i..i + 2)?
+            .iter()
+            .flatten()
+            .find(|(h, _)| *h == hash)
+            .map(|(_, v)| v)
+    }
+
+    /// Stores `value` under `hash`, the most recent of its set; the older
+    /// entry of a full set is forgotten (counted as evicted).
+    pub fn insert(&mut self, hash: u64, value: V) {
+        if self.slots.is_empty() {
+            self.slots = Vec::with_capacity(self.cap);
+            self.slots.resize_with(self.cap, || None);
+            self.pool.reserve(self.bytes());
+        }
+        let i = self.set(hash);
+        let set = &mut self.slots[i..i + 2];
+        let here = |slot: &Option<(u64, V)>| matches!(slot, Some((h, _)) if *h == hash);
+        if here(&set[1]) {
+            set.swap(0, 1);
+        } else if !here(&set[0]) {
+            // New: the first moves second, pushing out the older one.
+            if set[1].take().is_some() {
+                self.evicted += 1;
+                self.pool.evicted();
+            } else {
+                self.len += 1;
+                self.pool.entries_added(1);
+            }
+            set.swap(0, 1);
+        }
+        set[0] = Some((hash, value));
     }
 }
 
@@ -473,6 +593,53 @@ mod tests {
         b.remove(&"b99999".to_string()).unwrap();
         drop(b);
         assert_eq!((pool.usage().bytes, pool.usage().entries), (0, 0));
+    }
+
+    /// A hash cache keeps the newest of each set, counts what it forgets,
+    /// holds no more than its cap or its pool, and gives the pool back
+    /// its bytes and entries when dropped.
+    #[test]
+    fn hash_cache_keeps_the_newest_within_its_cap_and_pool() {
+        let pool = Pool::new("ids", 1 << 20);
+        let mut ids = HashCache::in_pool(1000, pool.clone());
+        assert_eq!(
+            pool.usage().bytes,
+            0,
+            "nothing allocated before the first entry"
+        );
+        for h in 0..1000u64 {
+            ids.insert(h, h * 2);
+        }
+        // Sets of two: some of the first thousand collided and went.
+        assert!(ids.len() + ids.evicted as usize == 1000, "{ids:?}");
+        assert!(ids.len() > 500 && ids.len() <= 1000, "{ids:?}");
+        // The newest is always there; rewriting keeps one entry.
+        ids.insert(7, 1);
+        ids.insert(7, 2);
+        assert_eq!(ids.get(7), Some(&2));
+        for h in 10_000..200_000u64 {
+            ids.insert(h, h);
+            assert_eq!(ids.get(h), Some(&h));
+        }
+        assert!(ids.len() <= 1000);
+        let u = pool.usage();
+        assert_eq!((u.entries, u.bytes), (ids.len(), ids.bytes()));
+        assert_eq!(u.evicted, ids.evicted);
+        assert!(u.evicted >= 190_000, "{u:?}");
+        // Of the last 500 stored, most are still there (sets of two, not a
+        // strict LRU: a few went with their set's neighbour).
+        let kept = (199_500..200_000u64)
+            .filter(|h| ids.get(*h).is_some())
+            .count();
+        assert!(kept > 350, "{kept} of the last 500");
+        drop(ids);
+        assert_eq!((pool.usage().bytes, pool.usage().entries), (0, 0));
+
+        // A small pool bounds the array, whatever the cap.
+        let small = Pool::new("small", 4096);
+        let mut ids = HashCache::in_pool(1_000_000, small.clone());
+        ids.insert(1, 1u64);
+        assert!(small.usage().bytes <= 4096, "{:?}", small.usage());
     }
 
     #[test]

@@ -340,13 +340,14 @@ impl Engine {
         let Some(state) = self.conns.get_mut(&conn) else {
             return;
         };
-        let Some(pending) = state.pending.remove(&response_to) else {
+        let Some(mut pending) = state.pending.remove(&response_to) else {
             return;
         };
         state.last_activity = Some(at);
         let more_to_come = wire::frame::more_to_come(frame);
         let latency = at.saturating_duration_since(pending.at).as_micros() as u64;
-        let Some(origin) = pending.origin.clone() else {
+        // Taken, not cloned: the request is done with once answered.
+        let Some(origin) = pending.origin.take() else {
             self.learn_partition_key(&pending, message);
             return;
         };
@@ -507,6 +508,7 @@ impl Engine {
                     at,
                     continuation: true,
                     learn: None,
+                    origin: Some(origin),
                     ..pending
                 },
             );

@@ -54,6 +54,9 @@ pub struct Knowledge {
     /// cleared around it by `Engine`): the rules' findings carry it.
     pub(crate) trace: Option<super::command::TraceId>,
     rules: Vec<Box<dyn Rule>>,
+    /// Each rule's [`Rule::hooks`], asked once (they never change): a
+    /// call finds the rules it concerns without a virtual call per rule.
+    hooks: Vec<Hooks>,
 }
 
 impl Knowledge {
@@ -104,6 +107,7 @@ impl Knowledge {
             rule_panics: Default::default(),
             rejected_operations: 0,
             trace: None,
+            hooks: rules.iter().map(|r| r.hooks()).collect(),
             rules,
         }
     }
@@ -120,6 +124,7 @@ impl Knowledge {
         let mut events = Vec::new();
         let Knowledge {
             rules,
+            hooks: rule_hooks,
             namespaces,
             patterns,
             partition_keys,
@@ -143,8 +148,8 @@ impl Knowledge {
             show_values: *show_values,
             trace_id: *trace,
         };
-        for rule in rules.iter_mut() {
-            if !rule.hooks().meets(hooks) {
+        for (rule, rule_hooks) in rules.iter_mut().zip(rule_hooks.iter()) {
+            if !rule_hooks.meets(hooks) {
                 continue;
             }
             let id = rule.meta().id;

@@ -6,7 +6,7 @@
 //! used entries are evicted, so memory stays flat however long it runs.
 
 pub use super::budget::Lru;
-use super::budget::{self, short_key, Pool, ENTRY_OVERHEAD};
+use super::budget::{self, short_key, HashCache, Pool, ENTRY_OVERHEAD};
 use super::command::{fold_path, is_bucketed, is_sliced_modifiers};
 use super::shape::fnv1a;
 use crate::wire::bson_walk;
@@ -215,8 +215,9 @@ pub struct Namespaces {
     /// What the namespace state (with every table inside it) is charged to.
     pool: Arc<Pool>,
     /// Hashes of inserted documents' `_id`s → their namespace: where the
-    /// children an array refers to live (WL502).
-    pub ids: Lru<u64, Arc<str>>,
+    /// children an array refers to live (WL502). One per insert, most new:
+    /// a [`HashCache`], not an [`Lru`].
+    pub ids: HashCache<Arc<str>>,
 }
 
 impl Default for Namespaces {
@@ -239,10 +240,8 @@ impl Namespaces {
                     + SIZE_HIST_HEAP
                     + ENTRY_OVERHEAD
             }),
-            ids: Lru::in_pool(caps.documents_per_namespace * 10, ids, |_, _| {
-                // The namespace's name is shared with its state.
-                std::mem::size_of::<(u64, Arc<str>)>() + ENTRY_OVERHEAD
-            }),
+            // The namespace's name is shared with its state.
+            ids: HashCache::in_pool(caps.documents_per_namespace * 10, ids),
             caps,
             pool,
         }
@@ -271,23 +270,17 @@ impl Namespaces {
     /// (hashed) remembered as living here.
     pub fn observe_inserted(&mut self, namespace: &str, doc: &Doc<'_>) {
         let id = id_hash(doc.raw);
-        self.observe_document_with_id(namespace, doc, id);
-        let Some(id) = id else {
-            return;
-        };
-        let Namespaces { map, ids, .. } = self;
-        let Some(name) = map.get(&*short_key(namespace)).map(|s| s.name.clone()) else {
-            return;
-        };
-        let owner = ids.get_or_insert_with(&id, || name.clone());
-        if !Arc::ptr_eq(owner, &name) {
-            *owner = name;
+        let state = self.state(namespace);
+        observe_in(state, doc, id);
+        if let Some(id) = id {
+            let name = state.name.clone();
+            self.ids.insert(id, name);
         }
     }
 
     /// The namespace whose document has this `_id`, if one was inserted.
     pub fn id_owner(&self, value: RawBsonRef<'_>) -> Option<&str> {
-        self.ids.get(&value_hash(value)).map(|name| &**name)
+        self.ids.get(value_hash(value)).map(|name| &**name)
     }
 
     pub fn observe_document(&mut self, namespace: &str, doc: &Doc<'_>) {
