@@ -219,9 +219,16 @@ impl PatternTable {
             count: 0,
         });
         info.count += 1;
-        let stats = self.patterns.get_or_insert_with(&pattern.to_string(), || {
-            PatternStats::new(pattern.to_string(), named_by)
-        });
+        // Looked up by the borrowed name: the key is built only when new.
+        let stats = if self.patterns.get_mut_refreshed(pattern).is_some() {
+            self.patterns
+                .get_mut_refreshed(pattern)
+                .expect("just found")
+        } else {
+            self.patterns.get_or_insert_with(&pattern.to_string(), || {
+                PatternStats::new(pattern.to_string(), named_by)
+            })
+        };
         if !stats.shapes.contains(&shape.hash) && stats.shapes.len() < MAX_SHAPES_PER_PATTERN {
             stats.shapes.push(shape.hash);
         }
@@ -285,6 +292,6 @@ impl PatternTable {
     }
 
     pub fn get(&self, pattern: &str) -> Option<&PatternStats> {
-        self.patterns.get(&pattern.to_string())
+        self.patterns.get(pattern)
     }
 }

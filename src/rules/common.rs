@@ -92,6 +92,20 @@ impl<K: Ord + Weight, V: Weight> RuleTable<K, V> {
         }
     }
 
+    /// [`RuleTable::entry`] by a borrowed key: the owned key is built only
+    /// when the entry is new (a hit costs two lookups and no allocation).
+    pub fn entry_ref<Q>(&mut self, key: &Q, pool: &Arc<Pool>) -> &mut V
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ToOwned<Owned = K> + ?Sized,
+        V: Default,
+    {
+        if self.map.contains_key(key) {
+            return self.map.get_mut(key).expect("just found");
+        }
+        self.entry(key.to_owned(), pool)
+    }
+
     /// `map.insert(key, value)`, within the cap and the budget.
     pub fn insert(&mut self, key: K, value: V, pool: &Arc<Pool>) {
         self.make_room(&key, pool);
@@ -265,7 +279,7 @@ impl CrossPartitionCounts {
         mine: fn(bool) -> bool,
     ) {
         let Some(how) = op.partitioning else { return };
-        let operations = self.operations.entry(op.namespace.to_string(), cx.pool);
+        let operations = self.operations.entry_ref(op.namespace, cx.pool);
         *operations += 1;
         let operations = *operations;
         let feed = is_feed(op);
@@ -362,6 +376,11 @@ mod bounded_tests {
         let last = format!("k{}", RULE_TABLE_CAP + 4_999);
         *m.entry(last.clone(), &pool) += 1;
         assert_eq!((m.len(), m[&last]), (RULE_TABLE_CAP, 2));
+        // By a borrowed key: the same entry, or a new one within the cap.
+        *m.entry_ref(last.as_str(), &pool) += 1;
+        *m.entry_ref("new", &pool) += 1;
+        assert_eq!((m.len(), m[&last], m["new"]), (RULE_TABLE_CAP, 3, 1));
+        assert_eq!(pool.usage().entries, RULE_TABLE_CAP);
         for i in 0..RULE_TABLE_CAP + 5_000 {
             m.insert(format!("j{i}"), 0, &pool);
         }

@@ -73,7 +73,7 @@ impl Rule for LargeDocument {
         } else {
             Severity::Warning
         };
-        let entry = self.seen.entry(op.namespace.to_string(), cx.pool);
+        let entry = self.seen.entry_ref(op.namespace, cx.pool);
         let id = doc.raw.get("_id").ok().flatten().map_or_else(
             || crate::analysis::shape::fnv1a(doc.raw.as_bytes()),
             crate::analysis::state::value_hash,

@@ -115,7 +115,7 @@ impl Rule for PartitionKeyAdvice {
             return;
         }
         if self.namespaces.get_mut(op.namespace).is_none() {
-            self.namespaces.entry(op.namespace.to_string(), cx.pool);
+            self.namespaces.entry_ref(op.namespace, cx.pool);
         }
         let Some(w) = self.namespaces.get_mut(op.namespace) else {
             return;

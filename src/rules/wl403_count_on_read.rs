@@ -84,7 +84,7 @@ impl Rule for CountOnRead {
             return;
         }
         if !is_count(op) {
-            let read = self.reads.entry(op.pattern.to_string(), cx.pool);
+            let read = self.reads.entry_ref(op.pattern, cx.pool);
             if read.len() < MAX_READ_NAMESPACES {
                 read.insert(op.namespace.to_string(), (), cx.pool);
             }
@@ -111,7 +111,7 @@ impl Rule for CountOnRead {
         for field in fields {
             let n = self
                 .counts
-                .entry(op.pattern.to_string(), cx.pool)
+                .entry_ref(op.pattern, cx.pool)
                 .entry((op.namespace.to_string(), field.clone()), cx.pool);
             *n += 1;
             let n = *n;

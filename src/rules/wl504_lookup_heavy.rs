@@ -101,7 +101,7 @@ impl Rule for LookupHeavy {
         if let Some(p) = op.cmd.pipeline() {
             lookups(p, &mut joined, 0);
         }
-        let counts = self.namespaces.entry(op.namespace.to_string(), cx.pool);
+        let counts = self.namespaces.entry_ref(op.namespace, cx.pool);
         counts.reads += 1;
         if joined.is_empty() {
             return;
