@@ -725,7 +725,7 @@ fn calls_seen_under_sampling_count_for_the_connections_left_out() {
         .patterns
         .patterns
         .iter()
-        .find(|(name, _)| name.as_str() == "Q1")
+        .find(|(name, _)| name.as_ref() == "Q1")
         .map(|(_, p)| p)
         .unwrap();
     assert_eq!((q1.invocations, q1.estimated_invocations), (2, 5));

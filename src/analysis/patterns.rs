@@ -185,7 +185,9 @@ pub struct Invocation {
 }
 
 pub struct PatternTable {
-    pub patterns: Lru<String, PatternStats>,
+    /// By name, shared with the operations' origins (a lookup by an
+    /// origin's name builds no key).
+    pub patterns: Lru<Arc<str>, PatternStats>,
     pub shapes: Lru<u64, ShapeInfo>,
 }
 
@@ -206,7 +208,7 @@ impl PatternTable {
     /// Notes that `shape` ran as part of `pattern`.
     pub fn touch(
         &mut self,
-        pattern: &str,
+        pattern: &Arc<str>,
         named_by: NamedBy,
         namespace: &str,
         shape: &Shape,
@@ -219,16 +221,9 @@ impl PatternTable {
             count: 0,
         });
         info.count += 1;
-        // Looked up by the borrowed name: the key is built only when new.
-        let stats = if self.patterns.get_mut_refreshed(pattern).is_some() {
-            self.patterns
-                .get_mut_refreshed(pattern)
-                .expect("just found")
-        } else {
-            self.patterns.get_or_insert_with(&pattern.to_string(), || {
-                PatternStats::new(pattern.to_string(), named_by)
-            })
-        };
+        let stats = self.patterns.get_or_insert_with(pattern, || {
+            PatternStats::new(pattern.to_string(), named_by)
+        });
         if !stats.shapes.contains(&shape.hash) && stats.shapes.len() < MAX_SHAPES_PER_PATTERN {
             stats.shapes.push(shape.hash);
         }

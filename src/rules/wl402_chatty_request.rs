@@ -61,10 +61,10 @@ impl Rule for ChattyRequest {
                 .filter_map(|h| cx.patterns.shapes.get(h).map(|s| s.shape.text.to_string()))
                 .collect();
             let summary = format!("{per_call:.1}");
-            if self.reported.get(name) == Some(&summary) {
+            if self.reported.get(&**name) == Some(&summary) {
                 continue;
             }
-            self.reported.insert(name.clone(), summary, cx.pool);
+            self.reported.insert(name.to_string(), summary, cx.pool);
             let mut evidence = BTreeMap::new();
             evidence.insert(
                 "operations_per_call".into(),
@@ -77,7 +77,7 @@ impl Rule for ChattyRequest {
                 namespace: namespace.clone(),
                 subject: format!("pattern {name}"),
                 severity: CHATTY.severity,
-                pattern: Some(name.clone()),
+                pattern: Some(name.to_string()),
                 shape: None,
                 message: format!(
                     "`{name}` needs {per_call:.1} operations per call ({} calls): {}",
