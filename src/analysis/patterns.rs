@@ -221,9 +221,9 @@ impl PatternTable {
             count: 0,
         });
         info.count += 1;
-        let stats = self.patterns.get_or_insert_with(pattern, || {
-            PatternStats::new(pattern.to_string(), named_by)
-        });
+        let stats = self
+            .patterns
+            .get_or_insert_with(pattern, || PatternStats::new(pattern.to_string(), named_by));
         if !stats.shapes.contains(&shape.hash) && stats.shapes.len() < MAX_SHAPES_PER_PATTERN {
             stats.shapes.push(shape.hash);
         }

@@ -269,7 +269,7 @@ impl Namespaces {
     /// An inserted document: observed as any document, and its `_id`
     /// (hashed) remembered as living here.
     pub fn observe_inserted(&mut self, namespace: &str, doc: &Doc<'_>) {
-        let id = id_hash(doc.raw);
+        let id = doc.id;
         let state = self.state(namespace);
         observe_in(state, doc, id);
         if let Some(id) = id {
@@ -284,7 +284,7 @@ impl Namespaces {
     }
 
     pub fn observe_document(&mut self, namespace: &str, doc: &Doc<'_>) {
-        self.observe_document_with_id(namespace, doc, id_hash(doc.raw))
+        self.observe_document_with_id(namespace, doc, doc.id)
     }
 
     /// A batch of documents of one namespace (a cursor's): the namespace
@@ -295,7 +295,7 @@ impl Namespaces {
         }
         let state = self.state(namespace);
         for doc in docs {
-            observe_in(state, doc, id_hash(doc.raw));
+            observe_in(state, doc, doc.id);
         }
     }
 
@@ -307,7 +307,7 @@ impl Namespaces {
         filter: Option<&RawDocument>,
         doc: &Doc<'_>,
     ) {
-        let id = id_hash(doc.raw).or_else(|| filter.and_then(pinned_id));
+        let id = doc.id.or_else(|| filter.and_then(pinned_id));
         self.observe_document_with_id(namespace, doc, id)
     }
 
@@ -594,11 +594,17 @@ pub fn value_hash(v: RawBsonRef<'_>) -> u64 {
 
 /// The hashed `_id` of a document ([`value_hash`] of its first `_id`),
 /// found by walking its top level.
+#[cfg(test)]
 fn id_hash(doc: &RawDocument) -> Option<u64> {
     let e = bson_walk::elements(doc.as_bytes())
         .map_while(Result::ok)
         .find(|e| e.key == b"_id")?;
-    element_hash(&e).or_else(|| doc.get("_id").ok().flatten().map(value_hash))
+    hash_of_id(doc, &e)
+}
+
+/// [`value_hash`] of `doc`'s first `_id`, walked to already.
+fn hash_of_id(doc: &RawDocument, e: &bson_walk::Element<'_>) -> Option<u64> {
+    element_hash(e).or_else(|| doc.get("_id").ok().flatten().map(value_hash))
 }
 
 /// [`value_hash`] of a walked element, from its bytes (the same type tag
@@ -643,7 +649,14 @@ pub struct ArrayInDoc {
 /// Every array in `doc`, elements folded as `path.$`.
 pub fn arrays_in(doc: &RawDocument, caps: &Caps) -> Vec<ArrayInDoc> {
     let mut found = Vec::new();
-    walk_arrays(doc.as_bytes(), &mut String::new(), 0, caps, &mut found);
+    walk_arrays(
+        doc.as_bytes(),
+        &mut String::new(),
+        0,
+        caps,
+        &mut found,
+        None,
+    );
     found
 }
 
@@ -652,13 +665,26 @@ pub fn arrays_in(doc: &RawDocument, caps: &Caps) -> Vec<ArrayInDoc> {
 pub struct Doc<'a> {
     pub raw: &'a RawDocument,
     pub arrays: Vec<ArrayInDoc>,
+    /// Its hashed `_id` ([`id_hash`]), found in the same walk.
+    pub id: Option<u64>,
 }
 
 impl<'a> Doc<'a> {
     pub fn new(raw: &'a RawDocument, caps: &Caps) -> Doc<'a> {
+        let mut arrays = Vec::new();
+        let mut id = None;
+        walk_arrays(
+            raw.as_bytes(),
+            &mut String::new(),
+            0,
+            caps,
+            &mut arrays,
+            Some(&mut id),
+        );
         Doc {
             raw,
-            arrays: arrays_in(raw, caps),
+            arrays,
+            id: id.and_then(|e| hash_of_id(raw, &e)),
         }
     }
 }
@@ -672,18 +698,25 @@ fn is_number(element_type: u8) -> bool {
 /// `path` is the prefix so far; it is restored before returning. Walks the
 /// raw bytes (no UTF-8 or value decoding) and builds a path only for
 /// documents and arrays.
-fn walk_arrays(
-    doc: &[u8],
+fn walk_arrays<'d>(
+    doc: &'d [u8],
     path: &mut String,
     depth: usize,
     caps: &Caps,
     out: &mut Vec<ArrayInDoc>,
+    mut id: Option<&mut Option<bson_walk::Element<'d>>>,
 ) {
     if depth >= caps.depth || out.len() >= caps.paths_per_namespace {
         return;
     }
     for element in bson_walk::elements(doc) {
         let Ok(element) = element else { return };
+        // The top level's first `_id`, as `id_hash` finds it.
+        if let Some(id) = id.as_deref_mut() {
+            if id.is_none() && element.key == b"_id" {
+                *id = Some(element);
+            }
+        }
         if !matches!(element.element_type, 0x03 | 0x04) {
             continue;
         }
@@ -697,7 +730,7 @@ fn walk_arrays(
         }
         path.push_str(&String::from_utf8_lossy(element.key));
         if element.element_type == 0x03 {
-            walk_arrays(element.value, path, depth + 1, caps, out);
+            walk_arrays(element.value, path, depth + 1, caps, out, None);
         } else {
             let array_path = short_key(path).into_owned();
             path.push_str(".$");
@@ -706,7 +739,7 @@ fn walk_arrays(
             for item in bson_walk::elements(element.value) {
                 let Ok(item) = item else { break };
                 if item.element_type == 0x03 && (len as usize) < caps.elements_sampled {
-                    walk_arrays(item.value, path, depth + 1, caps, out);
+                    walk_arrays(item.value, path, depth + 1, caps, out, None);
                 }
                 numeric = numeric
                     && (is_number(item.element_type)
@@ -753,18 +786,24 @@ mod tests {
             }
         }
         assert_eq!(read, 9, "all but the old binary, null and timestamp");
+        let caps = Caps::default();
         let with_id = |id: bson::RawBson| {
-            let d = rawdoc! {"x": 1, "_id": id.clone(), "_id": "second"};
+            let d =
+                rawdoc! {"a": [{"_id": 1}], "x": {"_id": 2}, "_id": id.clone(), "_id": "second"};
+            // A document's walk finds the same `_id` as `id_hash`'s own.
+            assert_eq!(Doc::new(&d, &caps).id, id_hash(&d));
             (id_hash(&d), value_hash(id.as_raw_bson_ref()))
         };
         for id in [
             bson::RawBson::Int32(5),
             bson::RawBson::Null,
             bson::RawBson::String("k".into()),
+            bson::RawBson::Document(bson::rawdoc! {"k": 1}),
         ] {
             let (walked, decoded) = with_id(id);
-            assert_eq!(walked, Some(decoded), "the first _id counts");
+            assert_eq!(walked, Some(decoded), "the first top-level _id counts");
         }
+        assert_eq!(Doc::new(&rawdoc! {"a": {"_id": 1}}, &caps).id, None);
     }
 
     #[test]
