@@ -99,7 +99,10 @@ impl Worker {
     fn pair(&mut self, conn: u64, request: &Bytes, reply: &Bytes) {
         let at = Instant::now();
         for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
-            if let Some(decoded) = self.decoder.decode(conn, direction, frame, &self.stats) {
+            if let Some(decoded) = self
+                .decoder
+                .decode(conn, direction, frame.clone(), &self.stats)
+            {
                 self.engine.decoded(conn, at, decoded);
             }
         }
