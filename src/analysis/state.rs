@@ -592,16 +592,6 @@ pub fn value_hash(v: RawBsonRef<'_>) -> u64 {
     }
 }
 
-/// The hashed `_id` of a document ([`value_hash`] of its first `_id`),
-/// found by walking its top level.
-#[cfg(test)]
-fn id_hash(doc: &RawDocument) -> Option<u64> {
-    let e = bson_walk::elements(doc.as_bytes())
-        .map_while(Result::ok)
-        .find(|e| e.key == b"_id")?;
-    hash_of_id(doc, &e)
-}
-
 /// [`value_hash`] of `doc`'s first `_id`, walked to already.
 fn hash_of_id(doc: &RawDocument, e: &bson_walk::Element<'_>) -> Option<u64> {
     element_hash(e).or_else(|| doc.get("_id").ok().flatten().map(value_hash))
@@ -646,26 +636,12 @@ pub struct ArrayInDoc {
     pub numeric: bool,
 }
 
-/// Every array in `doc`, elements folded as `path.$`.
-pub fn arrays_in(doc: &RawDocument, caps: &Caps) -> Vec<ArrayInDoc> {
-    let mut found = Vec::new();
-    walk_arrays(
-        doc.as_bytes(),
-        &mut String::new(),
-        0,
-        caps,
-        &mut found,
-        None,
-    );
-    found
-}
-
 /// A document the analysis saw, walked once: its arrays are found here and
 /// shared by the namespace state and every rule.
 pub struct Doc<'a> {
     pub raw: &'a RawDocument,
     pub arrays: Vec<ArrayInDoc>,
-    /// Its hashed `_id` ([`id_hash`]), found in the same walk.
+    /// [`value_hash`] of its first top-level `_id`, found in the same walk.
     pub id: Option<u64>,
 }
 
@@ -711,7 +687,7 @@ fn walk_arrays<'d>(
     }
     for element in bson_walk::elements(doc) {
         let Ok(element) = element else { return };
-        // The top level's first `_id`, as `id_hash` finds it.
+        // The top level's first `_id` (a repeated key: the first counts).
         if let Some(id) = id.as_deref_mut() {
             if id.is_none() && element.key == b"_id" {
                 *id = Some(element);
@@ -763,6 +739,15 @@ fn walk_arrays<'d>(
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    /// The hashed `_id` of a document, found by a walk of its own: what
+    /// [`Doc::id`] must agree with.
+    fn id_hash(doc: &RawDocument) -> Option<u64> {
+        let e = bson_walk::elements(doc.as_bytes())
+            .map_while(Result::ok)
+            .find(|e| e.key == b"_id")?;
+        hash_of_id(doc, &e)
+    }
 
     /// The walked hash of an `_id` is the decoded one, for every type
     /// `element_hash` reads itself; the others go to bson.

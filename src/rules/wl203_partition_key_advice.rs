@@ -114,12 +114,7 @@ impl Rule for PartitionKeyAdvice {
         if filters.is_empty() && !op.cmd.kind.is_read() {
             return;
         }
-        if self.namespaces.get_mut(op.namespace).is_none() {
-            self.namespaces.entry_ref(op.namespace, cx.pool);
-        }
-        let Some(w) = self.namespaces.get_mut(op.namespace) else {
-            return;
-        };
+        let w = self.namespaces.entry_ref(op.namespace, cx.pool);
         w.operations += 1;
         if let Some(how) = op.partitioning {
             if op.cmd.kind.is_read() {
