@@ -111,6 +111,9 @@ pub struct Command<'a> {
     known: [u8; Known::COUNT],
     /// The kind-3 trace-context document (OP_MSG payload type 3).
     trace_context: Option<&'a [u8]>,
+    /// An update's or findAndModify's writes, read once here: the shape,
+    /// the partition targeting, the state and three rules all read them.
+    updates: Vec<UpdateSpec<'a>>,
 }
 
 /// The top-level fields read on most requests (by the shape, the origin
@@ -256,9 +259,9 @@ impl UpdateSpec<'_> {
     /// as opposed to a whole replacement document.
     pub fn is_operator_update(&self) -> bool {
         self.update
-            .and_then(|u| u.iter().next())
+            .and_then(|u| elements(u.as_bytes()).next())
             .and_then(|e| e.ok())
-            .is_some_and(|(k, _)| k.as_str().starts_with('$'))
+            .is_some_and(|e| e.key.first() == Some(&b'$'))
     }
 }
 
@@ -312,7 +315,7 @@ impl<'a> Command<'a> {
                 }
             }
         }
-        Some(Command {
+        let mut cmd = Command {
             name,
             kind,
             db,
@@ -321,7 +324,10 @@ impl<'a> Command<'a> {
             fields,
             known,
             trace_context,
-        })
+            updates: Vec::new(),
+        };
+        cmd.updates = cmd.read_updates();
+        Some(cmd)
     }
 
     /// The W3C trace id the driver attached (payload type 3), if any and
@@ -525,7 +531,11 @@ impl<'a> Command<'a> {
     }
 
     /// The statements of an update.
-    pub fn updates(&self) -> Vec<UpdateSpec<'a>> {
+    pub fn updates(&self) -> &[UpdateSpec<'a>] {
+        &self.updates
+    }
+
+    fn read_updates(&self) -> Vec<UpdateSpec<'a>> {
         match self.kind {
             Kind::Update => self
                 .array_or_sequence("updates")
@@ -729,6 +739,11 @@ pub fn is_sliced(value: RawBsonRef<'_>) -> bool {
         RawBsonRef::Document(m) => is_sliced_modifiers(m.as_bytes()),
         _ => false,
     }
+}
+
+/// [`is_sliced`] of a walked element.
+pub fn is_sliced_element(e: &Element<'_>) -> bool {
+    e.element_type == 0x03 && is_sliced_modifiers(e.value)
 }
 
 /// [`is_sliced`] of a modifiers document's bytes (`{$each: …, $slice: …}`).

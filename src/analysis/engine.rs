@@ -825,7 +825,7 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec
         .collect();
     let updates: Vec<_> = cmd
         .updates()
-        .into_iter()
+        .iter()
         .enumerate()
         .filter(|(i, _)| applied(i))
         .map(|(_, u)| u)

@@ -440,7 +440,7 @@ pub fn filters<'a>(cmd: &Command<'a>) -> SmallVec<[&'a RawDocument; 2]> {
             .and_then(|s| s.get_document("$match").ok())
             .into_iter()
             .collect(),
-        Kind::Update => cmd.updates().into_iter().filter_map(|u| u.filter).collect(),
+        Kind::Update => cmd.updates().iter().filter_map(|u| u.filter).collect(),
         Kind::Delete => cmd.deletes().into_iter().map(|(q, _)| q).collect(),
         _ => SmallVec::new(),
     }

@@ -7,7 +7,7 @@
 
 pub use super::budget::Lru;
 use super::budget::{self, short_key, HashCache, Pool, ENTRY_OVERHEAD};
-use super::command::{fold_path, is_bucketed, is_sliced_modifiers};
+use super::command::{fold_path, is_bucketed, is_sliced_element};
 use super::shape::fnv1a;
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
@@ -283,6 +283,14 @@ impl Namespaces {
         self.ids.get(value_hash(value)).map(|name| &**name)
     }
 
+    /// [`id_owner`](Self::id_owner) of a walked element, hashed from its
+    /// bytes; `None` for the types [`element_hash`] leaves to bson
+    /// (booleans, null, regular expressions…), which no application uses
+    /// as the ids of the documents it references.
+    pub fn id_owner_of(&self, e: &bson_walk::Element<'_>) -> Option<&str> {
+        self.ids.get(element_hash(e)?).map(|name| &**name)
+    }
+
     pub fn observe_document(&mut self, namespace: &str, doc: &Doc<'_>) {
         self.observe_document_with_id(namespace, doc, doc.id)
     }
@@ -352,11 +360,6 @@ impl Namespaces {
             }
         }
     }
-}
-
-/// `{$each: [...], $slice: N}`: a walked push that keeps its array bounded.
-fn is_sliced_element(e: &bson_walk::Element<'_>) -> bool {
-    e.element_type == 0x03 && is_sliced_modifiers(e.value)
 }
 
 /// The hashed `_id` a filter pins by equality (`{_id: v}`, `{_id: {$eq: v}}`):

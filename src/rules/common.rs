@@ -164,33 +164,38 @@ pub fn pushed_child_ids<'a>(
     namespaces: &'a Namespaces,
 ) -> Vec<(String, &'a str)> {
     let mut out = Vec::new();
-    for (op, fields) in update.iter().flatten() {
-        if !matches!(op.as_str(), "$push" | "$addToSet") {
+    fn db(ns: &str) -> &str {
+        ns.split_once('.').map_or("", |(db, _)| db)
+    }
+    for (op, fields) in pairs(update.as_bytes()).map_while(Result::ok) {
+        if !matches!(op, "$push" | "$addToSet") {
             continue;
         }
-        let RawBsonRef::Document(fields) = fields else {
+        let Value::Document(fields) = fields else {
             continue;
         };
-        for (path, value) in fields.iter().flatten() {
-            let first = match value {
-                RawBsonRef::Document(m) => match m.get("$each").ok().flatten() {
-                    Some(RawBsonRef::Array(a)) => a.into_iter().flatten().next(),
-                    _ => None,
-                },
-                RawBsonRef::Array(_) => None,
-                v => Some(v),
+        for e in elements(fields).map_while(Result::ok) {
+            let Some(path) = e.key_str() else {
+                break;
             };
-            let Some(v) =
-                first.filter(|v| !matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_)))
-            else {
+            // The value appended, or the first of `$each`'s.
+            let first = match e.element_type {
+                0x03 => elements(e.value)
+                    .map_while(Result::ok)
+                    .find(|m| m.key == b"$each")
+                    .filter(|each| each.element_type == 0x04)
+                    .and_then(|each| elements(each.value).next()?.ok()),
+                0x04 => None,
+                _ => Some(e),
+            };
+            let Some(v) = first.filter(|v| !matches!(v.element_type, 0x03 | 0x04)) else {
                 continue;
             };
-            let db = |ns: &str| ns.split_once('.').map_or("", |(db, _)| db).to_string();
             if let Some(owner) = namespaces
-                .id_owner(v)
+                .id_owner_of(&v)
                 .filter(|owner| *owner != namespace && db(owner) == db(namespace))
             {
-                out.push((fold_path(path.as_str()), owner));
+                out.push((fold_path(path), owner));
             }
         }
     }
@@ -353,6 +358,44 @@ mod tests {
         assert_eq!(
             sliced_paths(&p),
             vec![("reviews".to_string(), 10), ("comments".to_string(), 5)]
+        );
+    }
+
+    /// An id pushed alone or first in `$each` is a child's when a document
+    /// of another collection of the same database was inserted with it;
+    /// sub-documents, ids of this collection or of another database, and
+    /// ids never inserted are not.
+    #[test]
+    fn pushed_child_ids_are_ids_inserted_elsewhere_in_the_database() {
+        use crate::analysis::state::Doc;
+        let caps = Default::default();
+        let mut ns = Namespaces::default();
+        let user = bson::oid::ObjectId::from_bytes([1; 12]);
+        let tag = bson::oid::ObjectId::from_bytes([2; 12]);
+        let post = bson::oid::ObjectId::from_bytes([3; 12]);
+        ns.observe_inserted("blog.users", &Doc::new(&rawdoc! {"_id": user}, &caps));
+        ns.observe_inserted("other.tags", &Doc::new(&rawdoc! {"_id": tag}, &caps));
+        ns.observe_inserted("blog.posts", &Doc::new(&rawdoc! {"_id": post}, &caps));
+        ns.observe_inserted("blog.users", &Doc::new(&rawdoc! {"_id": "u7"}, &caps));
+        let update = rawdoc! {
+            "$set": {"x": user},
+            "$push": {
+                "likes": user,
+                "readers.0": {"$each": ["u7", user], "$slice": -5},
+                "tags": tag,
+                "related": post,
+                "profiles": {"_id": user},
+                "unknown": bson::oid::ObjectId::from_bytes([9; 12]),
+            },
+            "$addToSet": {"fans": {"$each": [user]}},
+        };
+        assert_eq!(
+            pushed_child_ids(&update, "blog.posts", &ns),
+            vec![
+                ("likes".to_string(), "blog.users"),
+                ("readers.$".to_string(), "blog.users"),
+                ("fans".to_string(), "blog.users"),
+            ]
         );
     }
 }

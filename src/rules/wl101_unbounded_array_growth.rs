@@ -16,8 +16,9 @@
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
-use crate::analysis::command::{fold_path, is_bucketed, is_sliced};
-use bson::{RawBsonRef, RawDocument};
+use crate::analysis::command::{fold_path, is_bucketed, is_sliced_element};
+use crate::wire::bson_walk::{elements, pairs, values, Value};
+use bson::RawDocument;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -47,18 +48,21 @@ pub struct UnboundedArrayGrowth {
 /// Paths an operator update appends to without a bound, with the operator.
 pub fn unbounded_appends(update: &RawDocument) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
-    for (op, fields) in update.iter().flatten() {
-        let op = match op.as_str() {
+    for (op, fields) in pairs(update.as_bytes()).map_while(Result::ok) {
+        let op = match op {
             "$push" => "$push",
             "$addToSet" => "$addToSet",
             _ => continue,
         };
-        let RawBsonRef::Document(fields) = fields else {
+        let Value::Document(fields) = fields else {
             continue;
         };
-        for (path, value) in fields.iter().flatten() {
-            if !is_sliced(value) {
-                out.push((fold_path(path.as_str()), op));
+        for e in elements(fields).map_while(Result::ok) {
+            let Some(path) = e.key_str() else {
+                break;
+            };
+            if !is_sliced_element(&e) {
+                out.push((fold_path(path), op));
             }
         }
     }
@@ -68,24 +72,27 @@ pub fn unbounded_appends(update: &RawDocument) -> Vec<(String, &'static str)> {
 /// Fields a pipeline update grows with `$concatArrays` outside a `$slice`.
 pub fn unbounded_concats(pipeline: &bson::RawArray) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
-    for stage in pipeline.into_iter().flatten() {
-        let RawBsonRef::Document(stage) = stage else {
+    for stage in values(pipeline.as_bytes()).map_while(Result::ok) {
+        let Value::Document(stage) = stage else {
             continue;
         };
-        for (name, body) in stage.iter().flatten() {
-            if !matches!(name.as_str(), "$set" | "$addFields") {
+        for (name, body) in pairs(stage).map_while(Result::ok) {
+            if !matches!(name, "$set" | "$addFields") {
                 continue;
             }
-            let RawBsonRef::Document(fields) = body else {
+            let Value::Document(fields) = body else {
                 continue;
             };
-            for (path, expr) in fields.iter().flatten() {
-                if let RawBsonRef::Document(e) = expr {
-                    if let Some(Ok((op, _))) = e.iter().next() {
-                        if op.as_str() == "$concatArrays" {
-                            out.push((fold_path(path.as_str()), "$concatArrays"));
-                        }
-                    }
+            for (path, expr) in pairs(fields).map_while(Result::ok) {
+                let Value::Document(e) = expr else {
+                    continue;
+                };
+                if elements(e)
+                    .next()
+                    .and_then(Result::ok)
+                    .is_some_and(|op| op.key == b"$concatArrays")
+                {
+                    out.push((fold_path(path), "$concatArrays"));
                 }
             }
         }
@@ -97,18 +104,21 @@ pub fn unbounded_concats(pipeline: &bson::RawArray) -> Vec<(String, &'static str
 /// growth through them shows only in the lengths seen.
 fn rewritten_arrays(update: &RawDocument, operator_update: bool) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
+    let mut top = elements(update.as_bytes()).map_while(Result::ok);
     if operator_update {
-        if let Ok(fields) = update.get_document("$set") {
-            for (path, value) in fields.iter().flatten() {
-                if matches!(value, RawBsonRef::Array(_)) {
-                    out.push((fold_path(path.as_str()), "$set"));
+        // The first `$set`, as the server reads it.
+        let set = top.find(|e| e.key == b"$set");
+        if let Some(fields) = set.filter(|e| e.element_type == 0x03) {
+            for (path, value) in pairs(fields.value).map_while(Result::ok) {
+                if matches!(value, Value::Array(_)) {
+                    out.push((fold_path(path), "$set"));
                 }
             }
         }
     } else {
-        for (path, value) in update.iter().flatten() {
-            if matches!(value, RawBsonRef::Array(_)) {
-                out.push((path.as_str().to_string(), "replacement"));
+        for (path, value) in pairs(update.as_bytes()).map_while(Result::ok) {
+            if matches!(value, Value::Array(_)) {
+                out.push((path.to_string(), "replacement"));
             }
         }
     }
@@ -135,17 +145,16 @@ impl Rule for UnboundedArrayGrowth {
             }
             if let Some(doc) = u.update {
                 if u.is_operator_update() {
-                    // Arrays of child ids are WL502's, with its own advice.
-                    let ids: Vec<String> =
-                        super::common::pushed_child_ids(doc, op.namespace, cx.namespaces)
-                            .into_iter()
-                            .map(|(p, _)| p)
-                            .collect();
-                    candidates.extend(
-                        unbounded_appends(doc)
-                            .into_iter()
-                            .filter(|(p, _)| !ids.contains(p)),
-                    );
+                    let appends = unbounded_appends(doc);
+                    if !appends.is_empty() {
+                        // Arrays of child ids are WL502's, with its own advice.
+                        let ids: Vec<String> =
+                            super::common::pushed_child_ids(doc, op.namespace, cx.namespaces)
+                                .into_iter()
+                                .map(|(p, _)| p)
+                                .collect();
+                        candidates.extend(appends.into_iter().filter(|(p, _)| !ids.contains(p)));
+                    }
                 }
                 candidates.extend(rewritten_arrays(doc, u.is_operator_update()));
             }

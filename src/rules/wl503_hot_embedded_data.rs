@@ -56,7 +56,7 @@ impl Rule for HotEmbeddedData {
         for u in op
             .cmd
             .updates()
-            .into_iter()
+            .iter()
             .filter(|u| u.multi && u.is_operator_update())
         {
             let Some(doc) = u.update else { continue };
