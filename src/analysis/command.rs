@@ -791,17 +791,17 @@ pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -
 
 /// An update path in the folded form state uses: positional `$`, `$[]`
 /// and `$[name]` all become `$`, and array indexes too.
-pub fn fold_path(path: &str) -> String {
-    path.split('.')
-        .map(|part| {
-            if part.starts_with('$') || part.chars().all(|c| c.is_ascii_digit()) {
-                "$"
-            } else {
-                part
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(".")
+pub fn fold_path(path: &str) -> std::borrow::Cow<'_, str> {
+    let positional = |part: &str| part.starts_with('$') || part.bytes().all(|c| c.is_ascii_digit());
+    if !path.split('.').any(positional) {
+        // Most paths: nothing to fold, nothing allocated.
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let parts: Vec<&str> = path
+        .split('.')
+        .map(|part| if positional(part) { "$" } else { part })
+        .collect();
+    std::borrow::Cow::Owned(parts.join("."))
 }
 
 /// Any BSON number as i64.
@@ -989,6 +989,22 @@ mod tests {
     use crate::analysis::shape;
     use crate::wire::{op_msg, Message};
     use bson::{cstr, rawdoc};
+
+    /// Array indexes and positional operators fold to `$`; a path with
+    /// neither is handed back as it is, not copied.
+    #[test]
+    fn fold_path_folds_positions_and_borrows_the_rest() {
+        use std::borrow::Cow;
+        assert!(matches!(
+            fold_path("comments.by"),
+            Cow::Borrowed("comments.by")
+        ));
+        assert_eq!(fold_path("comments.3.by"), "comments.$.by");
+        assert_eq!(fold_path("comments.$[x].by"), "comments.$.by");
+        assert_eq!(fold_path("items.$"), "items.$");
+        assert_eq!(fold_path("a..b"), "a.$.b");
+        assert!(matches!(fold_path("v2.x1"), Cow::Borrowed(_)));
+    }
 
     /// A captured request's shape, checking that its id computed without
     /// the text is the same.

@@ -114,8 +114,6 @@ pub struct NamespaceState {
     pub arrays: Lru<String, ArrayStats>,
     /// Hashed document id → (hashed path, length) of its arrays.
     documents: Lru<u64, Vec<(u64, u32)>>,
-    /// (operator, path) → count, from updates.
-    pub write_ops: Lru<(String, String), u64>,
     /// Array paths the application bounds by design: `$push` with `$each`
     /// and `$slice`, or the bucket pattern (a counter bound in the filter).
     pub bounded_paths: Lru<String, ()>,
@@ -168,12 +166,6 @@ impl NamespaceState {
                 // A document's arrays, up to ARRAYS_PER_DOCUMENT of them.
                 std::mem::size_of::<(u64, Vec<(u64, u32)>)>()
                     + ARRAYS_PER_DOCUMENT * std::mem::size_of::<(u64, u32)>()
-                    + ENTRY_OVERHEAD
-            }),
-            write_ops: Lru::in_pool(caps.paths_per_namespace, p(), |(op, path), _| {
-                op.len()
-                    + path.len()
-                    + std::mem::size_of::<((String, String), u64)>()
                     + ENTRY_OVERHEAD
             }),
             bounded_paths: Lru::in_pool(caps.paths_per_namespace, p(), |k, _| {
@@ -323,7 +315,8 @@ impl Namespaces {
         observe_in(self.state(namespace), doc, id)
     }
 
-    /// Records the operators and paths of an update document.
+    /// What an update document tells: the array lengths it makes known
+    /// (when its filter pins one document) and the paths it bounds.
     pub fn observe_update(
         &mut self,
         namespace: &str,
@@ -343,19 +336,22 @@ impl Namespaces {
             let bson_walk::Value::Document(fields) = fields else {
                 continue;
             };
-            let appends = matches!(op, "$push" | "$addToSet");
+            if !matches!(op, "$push" | "$addToSet") {
+                continue;
+            }
             for e in bson_walk::elements(fields).map_while(Result::ok) {
                 let Some(path) = e.key_str() else {
                     continue;
                 };
-                *state.write_ops.get_or_insert_with(
-                    &(short_key(op).into_owned(), short_key(path).into_owned()),
-                    || 0,
-                ) += 1;
-                if appends && (bucketed || is_sliced_element(&e)) {
-                    state
-                        .bounded_paths
-                        .get_or_insert_with(&short_key(&fold_path(path)).into_owned(), || ());
+                if bucketed || is_sliced_element(&e) {
+                    let folded = fold_path(path);
+                    let key = short_key(&folded);
+                    // Looked up by the borrowed key: built only when new.
+                    if state.bounded_paths.get_mut_refreshed(&*key).is_none() {
+                        state
+                            .bounded_paths
+                            .get_or_insert_with(&key.into_owned(), || ());
+                    }
                 }
             }
         }
@@ -1002,12 +998,5 @@ mod tests {
             .bounded_paths
             .get(&"comments".to_string())
             .is_some());
-        let state = ns.get("blog.posts").unwrap();
-        assert_eq!(
-            state
-                .write_ops
-                .get(&("$push".to_string(), "comments".to_string())),
-            Some(&1)
-        );
     }
 }

@@ -195,7 +195,7 @@ pub fn pushed_child_ids<'a>(
                 .id_owner_of(&v)
                 .filter(|owner| *owner != namespace && db(owner) == db(namespace))
             {
-                out.push((fold_path(path), owner));
+                out.push((fold_path(path).into_owned(), owner));
             }
         }
     }
@@ -221,7 +221,7 @@ pub fn sliced_paths(projection: &bson::RawDocument) -> Vec<(String, i64)> {
             None => None,
         };
         if let (Some(n), Some(path)) = (n, e.key_str()) {
-            out.push((fold_path(path), n.abs()));
+            out.push((fold_path(path).into_owned(), n.abs()));
         }
     }
     out

@@ -62,7 +62,7 @@ pub fn unbounded_appends(update: &RawDocument) -> Vec<(String, &'static str)> {
                 break;
             };
             if !is_sliced_element(&e) {
-                out.push((fold_path(path), op));
+                out.push((fold_path(path).into_owned(), op));
             }
         }
     }
@@ -92,7 +92,7 @@ pub fn unbounded_concats(pipeline: &bson::RawArray) -> Vec<(String, &'static str
                     .and_then(Result::ok)
                     .is_some_and(|op| op.key == b"$concatArrays")
                 {
-                    out.push((fold_path(path), "$concatArrays"));
+                    out.push((fold_path(path).into_owned(), "$concatArrays"));
                 }
             }
         }
@@ -111,7 +111,7 @@ fn rewritten_arrays(update: &RawDocument, operator_update: bool) -> Vec<(String,
         if let Some(fields) = set.filter(|e| e.element_type == 0x03) {
             for (path, value) in pairs(fields.value).map_while(Result::ok) {
                 if matches!(value, Value::Array(_)) {
-                    out.push((fold_path(path), "$set"));
+                    out.push((fold_path(path).into_owned(), "$set"));
                 }
             }
         }

@@ -64,7 +64,7 @@ impl Rule for HotEmbeddedData {
                 if let RawBsonRef::Document(fields) = fields {
                     for (path, _) in fields.iter().flatten() {
                         if path.as_str().contains('.') {
-                            paths.push(fold_path(path.as_str()));
+                            paths.push(fold_path(path.as_str()).into_owned());
                         }
                     }
                 }
