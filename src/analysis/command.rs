@@ -114,6 +114,10 @@ pub struct Command<'a> {
     /// An update's or findAndModify's writes, read once here: the shape,
     /// the partition targeting, the state and three rules all read them.
     updates: Vec<UpdateSpec<'a>>,
+    /// An aggregate's pipeline, found once here (bson's lookup of an array
+    /// walks and checks the body; the shape, the partition targeting and
+    /// two rules read it).
+    pipeline: Option<&'a RawArray>,
 }
 
 /// The top-level fields read on most requests (by the shape, the origin
@@ -325,8 +329,12 @@ impl<'a> Command<'a> {
             known,
             trace_context,
             updates: Vec::new(),
+            pipeline: None,
         };
         cmd.updates = cmd.read_updates();
+        if kind == Kind::Aggregate {
+            cmd.pipeline = cmd.known(Known::Pipeline).and_then(RawBsonRef::as_array);
+        }
         Some(cmd)
     }
 
@@ -490,10 +498,7 @@ impl<'a> Command<'a> {
 
     /// The stages of an aggregate.
     pub fn pipeline(&self) -> Option<&'a RawArray> {
-        match self.kind {
-            Kind::Aggregate => self.known(Known::Pipeline).and_then(RawBsonRef::as_array),
-            _ => None,
-        }
+        self.pipeline
     }
 
     /// Whether the documents a reply returns are the collection's documents

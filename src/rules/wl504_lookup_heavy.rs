@@ -7,7 +7,7 @@
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
-use bson::{RawArray, RawBsonRef};
+use crate::wire::bson_walk::{elements, pairs, values, Value};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,32 +50,36 @@ pub struct LookupHeavy {
 }
 
 /// The collections a pipeline joins, looking into nested pipelines.
-fn lookups(pipeline: &RawArray, out: &mut BTreeSet<String>, depth: usize) {
+fn lookups<'a>(pipeline: &'a [u8], out: &mut BTreeSet<&'a str>, depth: usize) {
     if depth > 4 {
         return;
     }
-    for stage in pipeline.into_iter().flatten() {
-        let RawBsonRef::Document(stage) = stage else {
+    // The first of a repeated key, as the server reads it.
+    let field =
+        |doc: &'a [u8], key: &[u8]| elements(doc).map_while(Result::ok).find(|e| e.key == key);
+    let sub_pipeline = |doc: &'a [u8]| field(doc, b"pipeline").filter(|e| e.element_type == 0x04);
+    for stage in values(pipeline).map_while(Result::ok) {
+        let Value::Document(stage) = stage else {
             continue;
         };
-        for (name, body) in stage.iter().flatten() {
-            match (name.as_str(), body) {
-                ("$lookup" | "$graphLookup", RawBsonRef::Document(l)) => {
-                    out.insert(l.get_str("from").unwrap_or("?").to_string());
-                    if let Ok(p) = l.get_array("pipeline") {
-                        lookups(p, out, depth + 1);
+        for (name, body) in pairs(stage).map_while(Result::ok) {
+            match (name, body) {
+                ("$lookup" | "$graphLookup", Value::Document(l)) => {
+                    out.insert(field(l, b"from").and_then(|e| e.as_str()).unwrap_or("?"));
+                    if let Some(p) = sub_pipeline(l) {
+                        lookups(p.value, out, depth + 1);
                     }
                 }
-                ("$facet", RawBsonRef::Document(f)) => {
-                    for (_, sub) in f.iter().flatten() {
-                        if let RawBsonRef::Array(p) = sub {
+                ("$facet", Value::Document(f)) => {
+                    for sub in values(f).map_while(Result::ok) {
+                        if let Value::Array(p) = sub {
                             lookups(p, out, depth + 1);
                         }
                     }
                 }
-                ("$unionWith", RawBsonRef::Document(u)) => {
-                    if let Ok(p) = u.get_array("pipeline") {
-                        lookups(p, out, depth + 1);
+                ("$unionWith", Value::Document(u)) => {
+                    if let Some(p) = sub_pipeline(u) {
+                        lookups(p.value, out, depth + 1);
                     }
                 }
                 _ => {}
@@ -99,7 +103,7 @@ impl Rule for LookupHeavy {
         }
         let mut joined = BTreeSet::new();
         if let Some(p) = op.cmd.pipeline() {
-            lookups(p, &mut joined, 0);
+            lookups(p.as_bytes(), &mut joined, 0);
         }
         let counts = self.namespaces.entry_ref(op.namespace, cx.pool);
         counts.reads += 1;
@@ -108,10 +112,13 @@ impl Rule for LookupHeavy {
         }
         counts.with_lookup += 1;
         for from in joined {
-            if counts.joined.len() >= MAX_JOINED && !counts.joined.contains(&from) {
+            if counts.joined.contains(from) {
+                continue;
+            }
+            if counts.joined.len() >= MAX_JOINED {
                 break;
             }
-            counts.joined.insert(from);
+            counts.joined.insert(from.to_string());
         }
         let share = counts.with_lookup as f64 / counts.reads as f64;
         let min_reads = cx.threshold(&META, op.namespace, "min_reads");
@@ -141,5 +148,49 @@ impl Rule for LookupHeavy {
             &META,
             FindingDraft::about(op, "(reads)", META.severity, message, evidence),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    /// Every collection a pipeline joins, at any depth up to the bound:
+    /// `$lookup` and `$graphLookup` (and their own pipelines), `$facet`'s
+    /// and `$unionWith`'s pipelines; a `$lookup` without `from` reads `?`.
+    #[test]
+    fn lookups_finds_every_joined_collection() {
+        let doc = rawdoc! {"pipeline": [
+            {"$match": {"userId": "u1"}},
+            {"$lookup": {"from": "users", "localField": "userId", "foreignField": "_id", "as": "a",
+                         "pipeline": [{"$lookup": {"from": "avatars", "pipeline": [], "as": "v"}}]}},
+            {"$facet": {"x": [{"$graphLookup": {"from": "follows", "startWith": "$a"}}], "y": [{"$limit": 1}]}},
+            {"$unionWith": {"coll": "archive", "pipeline": [{"$lookup": {"as": "w"}}]}},
+        ]};
+        let pipeline = doc.get_array("pipeline").unwrap();
+        let mut joined = BTreeSet::new();
+        lookups(pipeline.as_bytes(), &mut joined, 0);
+        assert_eq!(
+            joined.into_iter().collect::<Vec<_>>(),
+            vec!["?", "avatars", "follows", "users"]
+        );
+    }
+
+    /// Nesting past the bound is not followed.
+    #[test]
+    fn lookups_stops_at_its_depth_bound() {
+        let mut inner = rawdoc! {"$lookup": {"from": "deepest"}};
+        for _ in 0..6 {
+            inner = rawdoc! {"$facet": {"f": [inner]}};
+        }
+        let doc = rawdoc! {"pipeline": [inner, {"$lookup": {"from": "top"}}]};
+        let mut joined = BTreeSet::new();
+        lookups(
+            doc.get_array("pipeline").unwrap().as_bytes(),
+            &mut joined,
+            0,
+        );
+        assert_eq!(joined.into_iter().collect::<Vec<_>>(), vec!["top"]);
     }
 }
