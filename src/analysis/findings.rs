@@ -4,6 +4,8 @@
 use super::budget::{short_key, shorten, Pool};
 use super::rule::RuleMeta;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -109,6 +111,8 @@ pub struct FindingStore {
     findings: BTreeMap<(String, String, String), Finding>,
     pool: Arc<Pool>,
     pub dropped: u64,
+    /// The last time stamp written and its second (see `stamp`).
+    stamp: Option<(u64, String)>,
 }
 
 impl Default for FindingStore {
@@ -140,71 +144,108 @@ impl FindingStore {
             findings: BTreeMap::new(),
             pool,
             dropped: 0,
+            stamp: None,
         }
     }
 
-    pub fn record(&mut self, meta: &RuleMeta, mut draft: FindingDraft, now: SystemTime) -> Change {
-        let stamp = humantime::format_rfc3339_seconds(now).to_string();
-        draft.namespace = short_key(&draft.namespace).into_owned();
-        draft.subject = short_key(&draft.subject).into_owned();
-        draft.message = shorten(&draft.message, MAX_MESSAGE).into_owned();
+    /// Records a finding (new, or one more occurrence of a known one, whose
+    /// message and evidence it replaces); returns what changed and the
+    /// finding as stored, if it is.
+    pub fn record(
+        &mut self,
+        meta: &RuleMeta,
+        mut draft: FindingDraft,
+        now: SystemTime,
+    ) -> (Change, Option<&Finding>) {
+        let stamp = self.stamp(now);
+        // Replaced only when shortened: most are short already.
+        if let Cow::Owned(short) = short_key(&draft.namespace) {
+            draft.namespace = short;
+        }
+        if let Cow::Owned(short) = short_key(&draft.subject) {
+            draft.subject = short;
+        }
+        if let Cow::Owned(short) = shorten(&draft.message, MAX_MESSAGE) {
+            draft.message = short;
+        }
         let key = (
             meta.id.to_string(),
-            draft.namespace.clone(),
-            draft.subject.clone(),
+            std::mem::take(&mut draft.namespace),
+            std::mem::take(&mut draft.subject),
         );
-        if let Some(existing) = self.findings.get_mut(&key) {
-            existing.occurrences += 1;
-            existing.last_seen = stamp;
-            existing.message = draft.message;
-            existing.evidence = draft.evidence;
-            if let Some(p) = &draft.pattern {
-                let p = short_key(p);
-                if !existing.patterns.iter().any(|e| *e == p) && existing.patterns.len() < 16 {
-                    existing.patterns.push(p.into_owned());
+        let full = self.findings.len() >= MAX_FINDINGS || self.pool.full();
+        match self.findings.entry(key) {
+            Entry::Occupied(entry) => {
+                let existing = entry.into_mut();
+                existing.occurrences += 1;
+                existing.last_seen = stamp;
+                existing.message = draft.message;
+                existing.evidence = draft.evidence;
+                if let Some(p) = &draft.pattern {
+                    let p = short_key(p);
+                    if !existing.patterns.iter().any(|e| *e == p) && existing.patterns.len() < 16 {
+                        existing.patterns.push(p.into_owned());
+                    }
+                    existing.pattern = draft.pattern;
+                    existing.shape = draft.shape;
                 }
-                existing.pattern = draft.pattern;
-                existing.shape = draft.shape;
+                let change = if draft.severity > existing.severity {
+                    existing.severity = draft.severity;
+                    Change::Escalated
+                } else {
+                    Change::Repeated
+                };
+                (change, Some(existing))
             }
-            if draft.severity > existing.severity {
-                existing.severity = draft.severity;
-                return Change::Escalated;
+            Entry::Vacant(_) if full => {
+                self.dropped += 1;
+                self.pool.evicted();
+                (Change::Repeated, None)
             }
-            return Change::Repeated;
+            Entry::Vacant(entry) => {
+                self.pool.charge(FINDING_BYTES);
+                let (_, namespace, subject) = entry.key().clone();
+                let finding = entry.insert(Finding {
+                    rule: meta.id.to_string(),
+                    name: meta.name.to_string(),
+                    severity: draft.severity,
+                    namespace,
+                    subject,
+                    patterns: draft
+                        .pattern
+                        .iter()
+                        .map(|p| short_key(p).into_owned())
+                        .collect(),
+                    pattern: draft.pattern,
+                    shape: draft.shape,
+                    message: draft.message,
+                    evidence: draft.evidence,
+                    advice: meta.advice.to_string(),
+                    source: meta.source.to_string(),
+                    docs: meta.docs_path(),
+                    occurrences: 1,
+                    first_seen: stamp.clone(),
+                    last_seen: stamp,
+                    fix_first: None,
+                });
+                (Change::New, Some(finding))
+            }
         }
-        if self.findings.len() >= MAX_FINDINGS || self.pool.full() {
-            self.dropped += 1;
-            self.pool.evicted();
-            return Change::Repeated;
+    }
+
+    /// `now` as RFC 3339 to the second, formatted once per second.
+    fn stamp(&mut self, now: SystemTime) -> String {
+        let second = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match &self.stamp {
+            Some((at, text)) if *at == second => text.clone(),
+            _ => {
+                let text = humantime::format_rfc3339_seconds(now).to_string();
+                self.stamp = Some((second, text.clone()));
+                text
+            }
         }
-        self.pool.charge(FINDING_BYTES);
-        self.findings.insert(
-            key,
-            Finding {
-                rule: meta.id.to_string(),
-                name: meta.name.to_string(),
-                severity: draft.severity,
-                namespace: draft.namespace,
-                subject: draft.subject,
-                patterns: draft
-                    .pattern
-                    .iter()
-                    .map(|p| short_key(p).into_owned())
-                    .collect(),
-                pattern: draft.pattern,
-                shape: draft.shape,
-                message: draft.message,
-                evidence: draft.evidence,
-                advice: meta.advice.to_string(),
-                source: meta.source.to_string(),
-                docs: meta.docs_path(),
-                occurrences: 1,
-                first_seen: stamp.clone(),
-                last_seen: stamp,
-                fix_first: None,
-            },
-        );
-        Change::New
     }
 
     pub fn all(&self) -> impl Iterator<Item = &Finding> {
@@ -247,4 +288,80 @@ impl FindingStore {
 pub struct FindingEvent {
     pub change: Change,
     pub finding: Finding,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    static META: RuleMeta = RuleMeta {
+        id: "WL101",
+        name: "unbounded-array-growth",
+        severity: Severity::Warning,
+        summary: "s",
+        advice: "a",
+        source: "src",
+        thresholds: &[],
+    };
+
+    fn draft(namespace: &str, severity: Severity, message: &str) -> FindingDraft {
+        FindingDraft {
+            namespace: namespace.to_string(),
+            subject: "comments".to_string(),
+            severity,
+            pattern: Some("update blog.posts".to_string()),
+            shape: None,
+            message: message.to_string(),
+            evidence: BTreeMap::from([("n".to_string(), serde_json::json!(message.len()))]),
+        }
+    }
+
+    /// A finding is new once, then repeated (counted, its message and
+    /// evidence the latest, its last-seen stamp moved), escalated when a
+    /// report is more severe; a namespace longer than a key may be is
+    /// shortened the same way every time, so it stays one finding.
+    #[test]
+    fn record_counts_repeats_and_escalations_of_one_finding() {
+        let meta = &META;
+        let mut store = FindingStore::default();
+        let long = format!("blog.{}", "c".repeat(400));
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let (change, found) = store.record(meta, draft(&long, Severity::Warning, "a"), t0);
+        assert_eq!(change, Change::New);
+        let first = found.unwrap().clone();
+        assert!(first.namespace.len() < long.len());
+        let later = t0 + Duration::from_millis(1_500);
+        let (change, found) = store.record(meta, draft(&long, Severity::Warning, "bb"), later);
+        assert_eq!(change, Change::Repeated);
+        let again = found.unwrap();
+        assert_eq!(again.occurrences, 2);
+        assert_eq!(again.message, "bb");
+        assert_eq!(again.evidence["n"], serde_json::json!(2));
+        assert_eq!(again.first_seen, "2023-11-14T22:13:20Z");
+        assert_eq!(again.last_seen, "2023-11-14T22:13:21Z");
+        let (change, found) = store.record(meta, draft(&long, Severity::Error, "c"), later);
+        assert_eq!(change, Change::Escalated);
+        assert_eq!(found.unwrap().severity, Severity::Error);
+        assert_eq!(store.len(), 1);
+        assert!(store.get("WL101", &long, "comments").is_some());
+    }
+
+    /// Past its cap new findings are counted as dropped, not stored.
+    #[test]
+    fn a_full_store_drops_new_findings() {
+        let meta = &META;
+        let mut store = FindingStore::default();
+        let now = SystemTime::now();
+        for i in 0..MAX_FINDINGS {
+            store.record(
+                meta,
+                draft(&format!("db.c{i}"), Severity::Warning, "m"),
+                now,
+            );
+        }
+        let (change, found) = store.record(meta, draft("db.more", Severity::Warning, "m"), now);
+        assert_eq!((change, found.is_none()), (Change::Repeated, true));
+        assert_eq!((store.len(), store.dropped), (MAX_FINDINGS, 1));
+    }
 }

@@ -291,16 +291,14 @@ impl RuleContext<'_> {
                 .evidence
                 .insert("trace_id".into(), serde_json::json!(trace.to_string()));
         }
-        let (namespace, subject) = (draft.namespace.clone(), draft.subject.clone());
         let now = *self.now.get_or_insert_with(SystemTime::now);
-        let change = self.findings.record(meta, draft, now);
-        if change != Change::Repeated {
-            if let Some(finding) = self.findings.get(meta.id, &namespace, &subject) {
-                self.events.push(FindingEvent {
-                    change,
-                    finding: finding.clone(),
-                });
-            }
+        if let (change @ (Change::New | Change::Escalated), Some(finding)) =
+            self.findings.record(meta, draft, now)
+        {
+            self.events.push(FindingEvent {
+                change,
+                finding: finding.clone(),
+            });
         }
     }
 }
