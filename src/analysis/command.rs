@@ -6,7 +6,7 @@
 //! Sensitive commands (authentication, user management) are recognised by
 //! name and never looked into.
 
-use crate::wire::bson_walk::{elements, Element, Value};
+use crate::wire::bson_walk::{elements, field, values, Element, Value};
 use crate::wire::{Message, OpMsg};
 use bson::{RawArray, RawBsonRef, RawDocument};
 use smallvec::SmallVec;
@@ -499,6 +499,17 @@ impl<'a> Command<'a> {
     /// The stages of an aggregate.
     pub fn pipeline(&self) -> Option<&'a RawArray> {
         self.pipeline
+    }
+
+    /// The `$match` of an aggregate's first stage, when it starts with one.
+    pub fn first_match(&self) -> Option<&'a RawDocument> {
+        let Value::Document(stage) = values(self.pipeline?.as_bytes()).next()?.ok()? else {
+            return None;
+        };
+        let m = field(stage, b"$match")?;
+        (m.element_type == 0x03)
+            .then(|| RawDocument::from_bytes(m.value).ok())
+            .flatten()
     }
 
     /// Whether the documents a reply returns are the collection's documents
@@ -1009,6 +1020,33 @@ mod tests {
         assert_eq!(fold_path("items.$"), "items.$");
         assert_eq!(fold_path("a..b"), "a.$.b");
         assert!(matches!(fold_path("v2.x1"), Cow::Borrowed(_)));
+    }
+
+    /// An aggregate's first stage's `$match` (the first of a repeated
+    /// key), and none when the pipeline starts otherwise or is no array.
+    #[test]
+    fn first_match_is_the_first_stages() {
+        let first = |body: bson::RawDocumentBuf| {
+            let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+            let msg = Message::parse(&frame).unwrap();
+            let cmd = Command::parse(&msg).unwrap();
+            cmd.first_match().map(|m| m.as_bytes().to_vec())
+        };
+        assert_eq!(
+            first(
+                rawdoc! {"aggregate": "posts", "pipeline": [{"$match": {"a": 1}, "$match": {"b": 2}}, {"$match": {"c": 3}}], "$db": "blog"}
+            ),
+            Some(rawdoc! {"a": 1}.as_bytes().to_vec())
+        );
+        let none = [
+            rawdoc! {"aggregate": "posts", "pipeline": [{"$sort": {"a": 1}}, {"$match": {"c": 3}}], "$db": "blog"},
+            rawdoc! {"aggregate": "posts", "pipeline": [], "$db": "blog"},
+            rawdoc! {"aggregate": "posts", "pipeline": "x", "$db": "blog"},
+            rawdoc! {"find": "posts", "filter": {"a": 1}, "$db": "blog"},
+        ];
+        for body in none {
+            assert_eq!(first(body), None);
+        }
     }
 
     /// A captured request's shape, checking that its id computed without

@@ -17,7 +17,7 @@
 //! several partitions (multi-shard).
 
 use super::command::{Command, Kind};
-use crate::wire::bson_walk::{elements, values, Value};
+use crate::wire::bson_walk::{elements, field, values, Value};
 use bson::{RawBsonRef, RawDocument};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -216,41 +216,40 @@ pub fn classify_operation(
     namespace: &str,
     keys: &PartitionKeys,
 ) -> Option<Partitioning> {
+    if keys.keys.is_empty() {
+        // No collection's key known (yet): nothing to classify against.
+        return None;
+    }
     let own = keys
         .get(namespace)
         .map(|key| classify_command(cmd, namespace, key).unwrap_or(Partitioning::SingleShard));
     let db = namespace.split_once('.').map_or(namespace, |(db, _)| db);
     let joins = cmd
         .pipeline()
-        .map(|p| lookup_partitioning(p, db, keys))
+        .map(|p| lookup_partitioning(p.as_bytes(), db, keys))
         .unwrap_or_default();
     own.into_iter().chain(joins).max()
 }
 
-fn lookup_partitioning(
-    pipeline: &bson::RawArray,
-    db: &str,
-    keys: &PartitionKeys,
-) -> Vec<Partitioning> {
+fn lookup_partitioning(pipeline: &[u8], db: &str, keys: &PartitionKeys) -> Vec<Partitioning> {
     let mut out = Vec::new();
-    for stage in pipeline
-        .into_iter()
-        .flatten()
-        .filter_map(RawBsonRef::as_document)
-    {
-        let Ok(lookup) = stage.get_document("$lookup") else {
+    for stage in values(pipeline).map_while(Result::ok) {
+        let Value::Document(stage) = stage else {
             continue;
         };
-        let Ok(from) = lookup.get_str("from") else {
+        let Some(lookup) = field(stage, b"$lookup").filter(|l| l.element_type == 0x03) else {
+            continue;
+        };
+        let Some(from) = field(lookup.value, b"from").and_then(|e| e.as_str()) else {
             continue;
         };
         let Some(key) = keys.get(&format!("{db}.{from}")) else {
             continue;
         };
-        let on_key = match lookup.get_str("foreignField") {
-            Ok(f) if key.kind == KeyKind::Cosmos => key.paths.len() == 1 && key.paths[0] == f,
-            Ok(f) => key.paths[0] == f,
-            Err(_) => false,
+        let on_key = match field(lookup.value, b"foreignField").and_then(|e| e.as_str()) {
+            Some(f) if key.kind == KeyKind::Cosmos => key.paths.len() == 1 && key.paths[0] == f,
+            Some(f) => key.paths[0] == f,
+            None => false,
         };
         out.push(if on_key {
             Partitioning::MultiShard
@@ -274,11 +273,8 @@ pub fn classify_command(
     match cmd.kind {
         Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => Some(of(cmd.filter())),
         Kind::Aggregate => {
-            let first = cmd.pipeline()?.into_iter().next();
-            Some(match first {
-                Some(Ok(RawBsonRef::Document(stage))) => of(stage.get_document("$match").ok()),
-                _ => Partitioning::ScatterGather,
-            })
+            cmd.pipeline()?;
+            Some(of(cmd.first_match()))
         }
         Kind::Update => cmd.updates().iter().map(|u| of(u.filter)).max(),
         Kind::Delete => cmd.deletes().iter().map(|(q, _)| classify(q, key)).max(),
@@ -432,14 +428,7 @@ pub fn filters<'a>(cmd: &Command<'a>) -> SmallVec<[&'a RawDocument; 2]> {
         Kind::Find | Kind::Count | Kind::Distinct | Kind::FindAndModify => {
             cmd.filter().into_iter().collect()
         }
-        Kind::Aggregate => cmd
-            .pipeline()
-            .and_then(|p| p.into_iter().next())
-            .and_then(|s| s.ok())
-            .and_then(RawBsonRef::as_document)
-            .and_then(|s| s.get_document("$match").ok())
-            .into_iter()
-            .collect(),
+        Kind::Aggregate => cmd.first_match().into_iter().collect(),
         Kind::Update => cmd.updates().iter().filter_map(|u| u.filter).collect(),
         Kind::Delete => cmd.deletes().into_iter().map(|(q, _)| q).collect(),
         _ => SmallVec::new(),

@@ -362,6 +362,12 @@ pub fn check_document(doc: &[u8], limit: usize) -> Result<(), WireError> {
     nesting_depth(doc, limit).map(|_| ())
 }
 
+/// The first element of `doc` named `key` (the one the server reads when
+/// a key is repeated), looked for up to the first malformed element.
+pub fn field<'a>(doc: &'a [u8], key: &[u8]) -> Option<Element<'a>> {
+    elements(doc).map_while(Result::ok).find(|e| e.key == key)
+}
+
 /// The first key of a document (the command name of a command body).
 pub fn first_key(doc: &[u8]) -> Option<&[u8]> {
     match elements(doc).next()? {
