@@ -831,9 +831,7 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec
         .map(|(_, u)| u)
         .collect();
     let mut replaced = Vec::new();
-    for doc in &inserted {
-        k.namespaces.observe_inserted(namespace, doc);
-    }
+    k.namespaces.observe_inserted_all(namespace, &inserted);
     for u in &updates {
         match u.update {
             Some(doc) if u.is_operator_update() => {

@@ -11,6 +11,7 @@ use super::command::{fold_path, is_bucketed, is_sliced_element};
 use super::shape::fnv1a;
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// Limits on what is remembered.
@@ -247,26 +248,33 @@ impl Namespaces {
         let Namespaces {
             map, caps, pool, ..
         } = self;
-        let key = short_key(namespace);
-        // Looked up by the borrowed name: the key is built only when new.
-        if map.get_mut_refreshed(&*key).is_none() {
-            map.get_or_insert_with(&key.clone().into_owned(), || {
-                NamespaceState::new(&key, caps, pool)
-            })
-        } else {
-            map.get_mut_refreshed(&*key).expect("just found")
-        }
+        state_in(map, caps, pool, namespace)
     }
 
     /// An inserted document: observed as any document, and its `_id`
     /// (hashed) remembered as living here.
     pub fn observe_inserted(&mut self, namespace: &str, doc: &Doc<'_>) {
-        let id = doc.id;
-        let state = self.state(namespace);
-        observe_in(state, doc, id);
-        if let Some(id) = id {
-            let name = state.name.clone();
-            self.ids.insert(id, name);
+        self.observe_inserted_all(namespace, std::slice::from_ref(doc))
+    }
+
+    /// An insert's documents: the namespace looked up once, not per
+    /// document.
+    pub fn observe_inserted_all(&mut self, namespace: &str, docs: &[Doc<'_>]) {
+        if docs.is_empty() {
+            return;
+        }
+        let Namespaces {
+            map,
+            caps,
+            pool,
+            ids,
+        } = self;
+        let state = state_in(map, caps, pool, namespace);
+        for doc in docs {
+            observe_in(state, doc, doc.id);
+            if let Some(id) = doc.id {
+                ids.insert(id, state.name.clone());
+            }
         }
     }
 
@@ -355,6 +363,25 @@ impl Namespaces {
                 }
             }
         }
+    }
+}
+
+/// A namespace's state (made when new), from the namespaces' fields, so
+/// that the table of inserted ids can be written while it is held.
+fn state_in<'m>(
+    map: &'m mut Lru<String, NamespaceState>,
+    caps: &Caps,
+    pool: &Arc<Pool>,
+    namespace: &str,
+) -> &'m mut NamespaceState {
+    let key = short_key(namespace);
+    // Looked up by the borrowed name: the key is built only when new.
+    if map.get_mut_refreshed(&*key).is_none() {
+        map.get_or_insert_with(&key.clone().into_owned(), || {
+            NamespaceState::new(&key, caps, pool)
+        })
+    } else {
+        map.get_mut_refreshed(&*key).expect("just found")
     }
 }
 
@@ -476,8 +503,8 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
         .take(ARRAYS_PER_DOCUMENT)
         .map(|a| (fnv1a(a.path.as_bytes()), a.len))
         .collect();
-    let previous = state.documents.get(&id).cloned();
-    if let Some(previous) = previous {
+    // Borrowed, not cloned: the arrays' table is another field.
+    if let Some(previous) = state.documents.get(&id) {
         for ArrayInDoc { path, len, .. } in &doc.arrays {
             let h = fnv1a(path.as_bytes());
             if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
@@ -493,10 +520,9 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
 
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     // (name, held an ObjectId or binary, the hash of a short scalar value),
-    // on the stack: a document allocates nothing here once its set is known.
-    let mut fields: [(&str, bool, Option<u64>); FIELDS_PER_SET] =
-        [("", false, None); FIELDS_PER_SET];
-    let mut n = 0;
+    // on the stack for most documents (filled as read, not zeroed to the
+    // cap first): a document allocates nothing here once its set is known.
+    let mut fields: SmallVec<[(&str, bool, Option<u64>); 16]> = SmallVec::new();
     let mut all_scalar = true;
     // Raw bytes: no decoding of values that are not hashed (a large
     // string is skipped by its length, not validated).
@@ -520,20 +546,21 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
             0x08 => e.value.first().map(|b| RawBsonRef::Boolean(*b != 0)),
             _ => None,
         };
-        fields[n] = (
+        fields.push((
             key,
             matches!(e.element_type, 0x05 | 0x07),
             scalar.map(value_hash),
-        );
-        n += 1;
+        ));
     }
-    let fields = &fields[..n];
+    let fields = &fields[..];
     // The set's key does not depend on the fields' order (a wrapping sum
     // of their names' hashes, and their number), so a document's fields
     // are not sorted; the names are, once, when the set is new.
-    let key = fields.iter().fold(n as u64, |sum, (field, _, _)| {
-        sum.wrapping_add(fnv1a(field.as_bytes()))
-    });
+    let key = fields
+        .iter()
+        .fold(fields.len() as u64, |sum, (field, _, _)| {
+            sum.wrapping_add(fnv1a(field.as_bytes()))
+        });
     let set = state.field_sets.get_or_insert_with(&key, || {
         let mut names: Vec<String> = fields.iter().map(|f| short_key(f.0).into_owned()).collect();
         names.sort_unstable();
@@ -646,16 +673,17 @@ pub struct Doc<'a> {
 
 impl<'a> Doc<'a> {
     pub fn new(raw: &'a RawDocument, caps: &Caps) -> Doc<'a> {
+        thread_local! {
+            /// The path being walked: one buffer per thread, not one per
+            /// document with an embedded document or array.
+            static PATH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
         let mut arrays = Vec::new();
         let mut id = None;
-        walk_arrays(
-            raw.as_bytes(),
-            &mut String::new(),
-            0,
-            caps,
-            &mut arrays,
-            Some(&mut id),
-        );
+        PATH.with_borrow_mut(|path| {
+            path.clear();
+            walk_arrays(raw.as_bytes(), path, 0, caps, &mut arrays, Some(&mut id));
+        });
         Doc {
             raw,
             arrays,
@@ -696,10 +724,6 @@ fn walk_arrays<'d>(
             continue;
         }
         let mark = path.len();
-        if path.capacity() == 0 {
-            // Room for most paths at once, not grown a key at a time.
-            path.reserve(64);
-        }
         if !path.is_empty() {
             path.push('.');
         }
@@ -945,6 +969,22 @@ mod tests {
         };
         assert_eq!(seen(&batch), seen(&single));
         assert_eq!(seen(&batch), (4, 4, 1, 5, 2, 2));
+
+        // An insert's documents likewise, their ids remembered as living
+        // here either way.
+        let (mut batch, mut single) = (Namespaces::default(), Namespaces::default());
+        batch.observe_inserted_all("blog.posts", &parsed);
+        for d in &parsed {
+            single.observe_inserted("blog.posts", d);
+        }
+        assert_eq!(seen(&batch), seen(&single));
+        for ns in [&batch, &single] {
+            for id in [0, 1] {
+                let owner = ns.id_owner(RawBsonRef::Int32(id));
+                assert_eq!(owner, Some("blog.posts"));
+            }
+            assert_eq!(ns.id_owner(RawBsonRef::Int32(2)), None);
+        }
     }
 
     #[test]
