@@ -223,7 +223,7 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
         s.push_str(" hint ");
         match h {
             Value::String(name) => {
-                let _ = write!(s, "{name:?}");
+                quoted(s, name);
             }
             Value::Document(d) => literal_doc(d, s, 0),
             other => s.push_str(type_name(other)),
@@ -278,7 +278,22 @@ fn key<S: Sink>(s: &mut S, k: &str) {
     if plain {
         s.push_str(k);
     } else {
-        let _ = write!(s, "{k:?}");
+        quoted(s, k);
+    }
+}
+
+/// Writes `t` as Rust's `{:?}` does (in double quotes, escaped): printable
+/// ASCII without quotes or backslashes as it is, without the formatting
+/// machinery (field names and `$path` references nearly always are).
+fn quoted<S: Sink>(s: &mut S, t: &str) {
+    if t.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        s.push('"');
+        s.push_str(t);
+        s.push('"');
+    } else {
+        let _ = write!(s, "{t:?}");
     }
 }
 
@@ -366,7 +381,7 @@ fn operators<S: Sink>(d: &[u8], s: &mut S, depth: usize) {
             let _ = write!(s, "{b}");
         }
         ("$type", Value::String(t)) => {
-            let _ = write!(s, "{t:?}");
+            quoted(s, t);
         }
         ("$type", Value::Int32(t)) => {
             let _ = write!(s, "{t}");
@@ -432,7 +447,7 @@ fn literal_doc<S: Sink>(d: &[u8], s: &mut S, depth: usize) {
             let _ = write!(s, "{b}");
         }
         Value::String(t) => {
-            let _ = write!(s, "{t:?}");
+            quoted(s, t);
         }
         Value::Document(sub) => literal_doc(sub, s, depth + 1),
         other => s.push_str(type_name(other)),
@@ -472,7 +487,7 @@ fn expression<S: Sink>(v: Value<'_>, s: &mut S, depth: usize) {
     }
     match v {
         Value::String(t) if t.starts_with('$') => {
-            let _ = write!(s, "{t:?}");
+            quoted(s, t);
         }
         Value::Document(d) => fields(d, s, |k, v, s| match k {
             "$literal" => s.push_str(type_name(v)),
@@ -501,7 +516,7 @@ fn pipeline<S: Sink>(p: &[u8], s: &mut S, depth: usize) {
             ("$limit" | "$skip" | "$sample", v) => s.push_str(type_name(v)),
             ("$lookup", Value::Document(l)) => lookup(l, s, depth + 1),
             ("$unwind" | "$count" | "$out", Value::String(t)) => {
-                let _ = write!(s, "{t:?}");
+                quoted(s, t);
             }
             ("$project", Value::Document(p)) => projection(p, s, depth + 1),
             ("$facet", Value::Document(f)) => fields(f, s, |_, v, s| match v {
@@ -516,7 +531,7 @@ fn pipeline<S: Sink>(p: &[u8], s: &mut S, depth: usize) {
 fn lookup<S: Sink>(l: &[u8], s: &mut S, depth: usize) {
     fields(l, s, |k, v, s| match (k, v) {
         ("from" | "localField" | "foreignField" | "as", Value::String(t)) => {
-            let _ = write!(s, "{t:?}");
+            quoted(s, t);
         }
         ("from", Value::Document(d)) => literal_doc(d, s, depth + 1),
         ("pipeline", Value::Array(p)) => pipeline(p, s, depth + 1),
@@ -587,6 +602,31 @@ mod tests {
         let shape = of_command(&cmd);
         assert_eq!(hash_of_command(&cmd), shape.hash, "the id without the text");
         shape.text.to_string()
+    }
+
+    /// `quoted` writes what `{:?}` writes, with or without its shortcut.
+    #[test]
+    fn quoted_is_debug_formatting() {
+        for t in [
+            "",
+            "users",
+            "$author.name",
+            "a b",
+            "it's",
+            "say \"hi\"",
+            "back\\slash",
+            "tab\there",
+            "new\nline",
+            "del\u{7f}",
+            "café",
+            "日本",
+            "\u{200b}zw",
+            "~!@#%^&*()",
+        ] {
+            let mut out = String::new();
+            quoted(&mut out, t);
+            assert_eq!(out, format!("{t:?}"), "{t}");
+        }
     }
 
     #[test]
