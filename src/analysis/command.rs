@@ -114,10 +114,9 @@ pub struct Command<'a> {
     /// An update's or findAndModify's writes, read once here: the shape,
     /// the partition targeting, the state and three rules all read them.
     updates: Vec<UpdateSpec<'a>>,
-    /// An aggregate's pipeline, found once here (bson's lookup of an array
-    /// walks and checks the body; the shape, the partition targeting and
-    /// two rules read it).
-    pipeline: Option<&'a RawArray>,
+    /// An aggregate's pipeline (the array's bytes), found once here: the
+    /// shape, the partition targeting and three rules read it.
+    pipeline: Option<&'a [u8]>,
 }
 
 /// The top-level fields read on most requests (by the shape, the origin
@@ -333,7 +332,11 @@ impl<'a> Command<'a> {
         };
         cmd.updates = cmd.read_updates();
         if kind == Kind::Aggregate {
-            cmd.pipeline = cmd.known(Known::Pipeline).and_then(RawBsonRef::as_array);
+            let i = usize::from(cmd.known[Known::Pipeline as usize]).checked_sub(1);
+            cmd.pipeline = i
+                .and_then(|i| cmd.fields.get(i))
+                .filter(|e| e.element_type == 0x04)
+                .map(|e| e.value);
         }
         Some(cmd)
     }
@@ -496,14 +499,15 @@ impl<'a> Command<'a> {
         }
     }
 
-    /// The stages of an aggregate.
-    pub fn pipeline(&self) -> Option<&'a RawArray> {
+    /// The stages of an aggregate: the array's bytes, for the walker
+    /// (`bson_walk::values`).
+    pub fn pipeline(&self) -> Option<&'a [u8]> {
         self.pipeline
     }
 
     /// The `$match` of an aggregate's first stage, when it starts with one.
     pub fn first_match(&self) -> Option<&'a RawDocument> {
-        let Value::Document(stage) = values(self.pipeline?.as_bytes()).next()?.ok()? else {
+        let Value::Document(stage) = values(self.pipeline?).next()?.ok()? else {
             return None;
         };
         let m = field(stage, b"$match")?;
@@ -520,15 +524,15 @@ impl<'a> Command<'a> {
         match self.kind {
             Kind::Find | Kind::FindAndModify => self.projection().is_none_or(|p| p.is_empty()),
             Kind::Aggregate => self.pipeline().is_some_and(|p| {
-                p.into_iter().flatten().all(|stage| {
+                values(p).map_while(Result::ok).all(|stage| {
                     stage
                         .as_document()
-                        .and_then(|s| s.iter().next())
-                        .and_then(|e| e.ok())
-                        .is_some_and(|(name, _)| {
+                        .and_then(|s| elements(s).next())
+                        .and_then(Result::ok)
+                        .is_some_and(|e| {
                             matches!(
-                                name.as_str(),
-                                "$match" | "$sort" | "$limit" | "$skip" | "$sample"
+                                e.key,
+                                b"$match" | b"$sort" | b"$limit" | b"$skip" | b"$sample"
                             )
                         })
                 })
@@ -1022,6 +1026,39 @@ mod tests {
         assert!(matches!(fold_path("v2.x1"), Cow::Borrowed(_)));
     }
 
+    /// Reads return stored documents when nothing reshapes them: a find
+    /// without projection, a pipeline that only filters, sorts and cuts.
+    #[test]
+    fn stored_documents_are_those_nothing_reshapes() {
+        let stored = |body: bson::RawDocumentBuf| {
+            let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+            let msg = Message::parse(&frame).unwrap();
+            Command::parse(&msg).unwrap().returns_stored_documents()
+        };
+        assert!(stored(
+            rawdoc! {"find": "c", "filter": {"a": 1}, "$db": "d"}
+        ));
+        assert!(stored(rawdoc! {"find": "c", "projection": {}, "$db": "d"}));
+        assert!(!stored(
+            rawdoc! {"find": "c", "projection": {"a": 1}, "$db": "d"}
+        ));
+        assert!(stored(
+            rawdoc! {"aggregate": "c", "pipeline": [{"$match": {"a": 1}}, {"$sort": {"t": 1}}, {"$skip": 1}, {"$limit": 2}, {"$sample": {"size": 1}}], "cursor": {}, "$db": "d"}
+        ));
+        assert!(!stored(
+            rawdoc! {"aggregate": "c", "pipeline": [{"$match": {"a": 1}}, {"$project": {"a": 1}}], "cursor": {}, "$db": "d"}
+        ));
+        assert!(!stored(
+            rawdoc! {"aggregate": "c", "pipeline": [{"$match": {"a": 1}}, 7], "cursor": {}, "$db": "d"}
+        ));
+        assert!(!stored(
+            rawdoc! {"aggregate": "c", "pipeline": "x", "cursor": {}, "$db": "d"}
+        ));
+        assert!(!stored(
+            rawdoc! {"insert": "c", "documents": [{"a": 1}], "$db": "d"}
+        ));
+    }
+
     /// An aggregate's first stage's `$match` (the first of a repeated
     /// key), and none when the pipeline starts otherwise or is no array.
     #[test]
@@ -1255,7 +1292,7 @@ mod tests {
         with_command(fixture!("pymongo-aggregate"), |c| {
             assert_eq!(c.kind, Kind::Aggregate);
             assert_eq!(c.comment(), Some("Q2"));
-            assert_eq!(c.pipeline().unwrap().into_iter().count(), 2);
+            assert_eq!(values(c.pipeline().unwrap()).count(), 2);
             assert!(shape_text(c).contains(r#"{$lookup: {from: "users", localField: "userId", foreignField: "_id", as: "author"}}"#));
         });
     }

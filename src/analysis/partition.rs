@@ -226,7 +226,7 @@ pub fn classify_operation(
     let db = namespace.split_once('.').map_or(namespace, |(db, _)| db);
     let joins = cmd
         .pipeline()
-        .map(|p| lookup_partitioning(p.as_bytes(), db, keys))
+        .map(|p| lookup_partitioning(p, db, keys))
         .unwrap_or_default();
     own.into_iter().chain(joins).max()
 }

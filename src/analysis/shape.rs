@@ -183,7 +183,7 @@ fn write_command<S: Sink>(cmd: &Command<'_>, s: &mut S) {
         Kind::Aggregate => {
             s.push(' ');
             match cmd.pipeline() {
-                Some(p) => pipeline(p.as_bytes(), s, 0),
+                Some(p) => pipeline(p, s, 0),
                 None => s.push_str("[]"),
             }
         }

@@ -8,7 +8,7 @@ use crate::analysis::command::{fold_path, Kind};
 use crate::analysis::partition::{KeyKind, Partitioning};
 use crate::analysis::state::Namespaces;
 use crate::wire::bson_walk::{elements, pairs, values, Value};
-use bson::{RawBsonRef, RawDocument};
+use bson::RawDocument;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -232,28 +232,28 @@ pub fn sliced_paths(projection: &bson::RawDocument) -> Vec<(String, i64)> {
 pub fn is_feed(op: &OpView<'_>) -> bool {
     match op.cmd.kind {
         Kind::Find => op.cmd.sort().is_some() && op.cmd.limit().is_some_and(|l| l != 0),
-        Kind::Aggregate => {
-            let Some(p) = op.cmd.pipeline() else {
-                return false;
-            };
-            let mut sorted = false;
-            for stage in p.into_iter().flatten() {
-                let RawBsonRef::Document(stage) = stage else {
-                    continue;
-                };
-                let Some(Ok((name, _))) = stage.iter().next() else {
-                    continue;
-                };
-                match name.as_str() {
-                    "$sort" => sorted = true,
-                    "$limit" if sorted => return true,
-                    _ => {}
-                }
-            }
-            false
-        }
+        Kind::Aggregate => op.cmd.pipeline().is_some_and(sorts_then_limits),
         _ => false,
     }
+}
+
+/// A pipeline with a `$sort` stage and a `$limit` stage after it.
+fn sorts_then_limits(pipeline: &[u8]) -> bool {
+    let mut sorted = false;
+    for stage in values(pipeline).map_while(Result::ok) {
+        let Value::Document(stage) = stage else {
+            continue;
+        };
+        let Some(Ok(first)) = elements(stage).next() else {
+            continue;
+        };
+        match first.key {
+            b"$sort" => sorted = true,
+            b"$limit" if sorted => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// WL201 and WL202 judge the same share with the same settings.
@@ -359,6 +359,19 @@ mod tests {
             sliced_paths(&p),
             vec![("reviews".to_string(), 10), ("comments".to_string(), 5)]
         );
+    }
+
+    /// A feed's pipeline sorts, then limits.
+    #[test]
+    fn feeds_sort_then_limit() {
+        let feed =
+            |d: bson::RawDocumentBuf| sorts_then_limits(d.get_array("p").unwrap().as_bytes());
+        assert!(feed(
+            rawdoc! {"p": [{"$match": {"a": 1}}, {"$sort": {"t": -1}}, {"$skip": 5}, {"$limit": 10}]}
+        ));
+        assert!(!feed(rawdoc! {"p": [{"$limit": 10}, {"$sort": {"t": -1}}]}));
+        assert!(!feed(rawdoc! {"p": [{"$sort": {"t": -1}}]}));
+        assert!(!feed(rawdoc! {"p": [1, {"$sort": {"t": -1}}]}));
     }
 
     /// An id pushed alone or first in `$each` is a child's when a document

@@ -30,7 +30,7 @@ pub static COUNT: RuleMeta = RuleMeta {
 pub fn is_count(op: &OpView<'_>) -> bool {
     match op.cmd.kind {
         Kind::Count => true,
-        Kind::Aggregate => op.cmd.pipeline().is_some_and(|p| counts_in(p.as_bytes())),
+        Kind::Aggregate => op.cmd.pipeline().is_some_and(counts_in),
         _ => false,
     }
 }

@@ -103,7 +103,7 @@ impl Rule for LookupHeavy {
         }
         let mut joined = BTreeSet::new();
         if let Some(p) = op.cmd.pipeline() {
-            lookups(p.as_bytes(), &mut joined, 0);
+            lookups(p, &mut joined, 0);
         }
         let counts = self.namespaces.entry_ref(op.namespace, cx.pool);
         counts.reads += 1;
