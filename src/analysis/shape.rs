@@ -272,9 +272,14 @@ fn is_operator_doc(d: &[u8]) -> bool {
 }
 
 fn key<S: Sink>(s: &mut S, k: &str) {
+    let plain_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | '$' | '.');
+    // One pass over the bytes for an ASCII key; a key with other
+    // characters is looked at by its characters.
     let plain = !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '.'));
+        && (k
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'.'))
+            || (!k.is_ascii() && k.chars().all(plain_char)));
     if plain {
         s.push_str(k);
     } else {
@@ -602,6 +607,25 @@ mod tests {
         let shape = of_command(&cmd);
         assert_eq!(hash_of_command(&cmd), shape.hash, "the id without the text");
         shape.text.to_string()
+    }
+
+    /// A key of letters, digits, `_`, `$` and `.` (any script) is written
+    /// as it is; any other key quoted.
+    #[test]
+    fn keys_are_quoted_unless_plain() {
+        for (k, out) in [
+            ("userId", "userId"),
+            ("a.$.b_2", "a.$.b_2"),
+            ("café", "café"),
+            ("日本", "日本"),
+            ("a b", "\"a b\""),
+            ("", "\"\""),
+            ("naïve-x", "\"naïve-x\""),
+        ] {
+            let mut s = String::new();
+            key(&mut s, k);
+            assert_eq!(s, out);
+        }
     }
 
     /// `quoted` writes what `{:?}` writes, with or without its shortcut.
