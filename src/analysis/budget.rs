@@ -466,8 +466,14 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
 
     /// The entry for `key`, made fresh (most recently used); inserted with
     /// `make` when absent, first forgetting the least recently used ones
-    /// while the table is at its cap or its pool is full.
-    pub fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
+    /// while the table is at its cap or its pool is full. The key may be
+    /// borrowed (`&str` for a `String` key): the owned key is built only
+    /// when the entry is new.
+    pub fn get_or_insert_with<Q>(&mut self, key: &Q, make: impl FnOnce() -> V) -> &mut V
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         if (self.cache.len() >= self.cap || self.pool.full()) && !self.cache.contains(key) {
             while self.cache.len() >= self.cap || self.pool.full() {
                 if self.pop_lru().is_none() {
@@ -485,7 +491,7 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         &mut cache
             .get_or_insert_mut_ref(key, || {
                 let value = make();
-                let w = weigh(key, &value);
+                let w = weigh(&key.to_owned(), &value);
                 *bytes += w;
                 pool.charge(w);
                 Weighed { value, bytes: w }
@@ -550,6 +556,20 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A borrowed key finds an entry and refreshes it; what is absent is
+    /// inserted (once), within the cap.
+    #[test]
+    fn get_or_insert_with_takes_a_borrowed_key() {
+        let mut lru: Lru<String, u32> = Lru::new(2);
+        *lru.get_or_insert_with("a", || 1) += 10;
+        lru.get_or_insert_with("b", || 2);
+        assert_eq!(*lru.get_or_insert_with("a", || 99), 11);
+        lru.get_or_insert_with("c", || 3);
+        assert_eq!(lru.len(), 2);
+        assert!(lru.get("b").is_none(), "b was the least recently used");
+        assert_eq!((lru.get("a"), lru.get("c")), (Some(&11), Some(&3)));
+    }
 
     #[test]
     fn lru_forgets_the_least_recently_used() {

@@ -332,9 +332,8 @@ impl<'a> Command<'a> {
         };
         cmd.updates = cmd.read_updates();
         if kind == Kind::Aggregate {
-            let i = usize::from(cmd.known[Known::Pipeline as usize]).checked_sub(1);
-            cmd.pipeline = i
-                .and_then(|i| cmd.fields.get(i))
+            cmd.pipeline = cmd
+                .known_element(Known::Pipeline)
                 .filter(|e| e.element_type == 0x04)
                 .map(|e| e.value);
         }
@@ -361,9 +360,14 @@ impl<'a> Command<'a> {
 
     /// [`get`](Self::get) of a field indexed while parsing.
     fn known(&self, k: Known) -> Option<RawBsonRef<'a>> {
-        let i = usize::from(self.known[k as usize]).checked_sub(1)?;
-        let element = self.fields.get(i)?;
+        let element = self.known_element(k)?;
         raw_ref(element).or_else(|| self.body.get(k.key()).ok().flatten())
+    }
+
+    /// A field indexed while parsing, as walked.
+    fn known_element(&self, k: Known) -> Option<&Element<'a>> {
+        let i = usize::from(self.known[k as usize]).checked_sub(1)?;
+        self.fields.get(i)
     }
 
     /// A known field's document, never a sensitive command's.
@@ -753,23 +757,15 @@ fn update_spec(d: &RawDocument) -> UpdateSpec<'_> {
     spec
 }
 
-/// `{$each: [...], $slice: N}`: a push that keeps the array bounded.
-pub fn is_sliced(value: RawBsonRef<'_>) -> bool {
-    match value {
-        RawBsonRef::Document(m) => is_sliced_modifiers(m.as_bytes()),
-        _ => false,
-    }
-}
-
-/// [`is_sliced`] of a walked element.
+/// `{$each: [...], $slice: N}`: a walked push that keeps its array bounded.
 pub fn is_sliced_element(e: &Element<'_>) -> bool {
     e.element_type == 0x03 && is_sliced_modifiers(e.value)
 }
 
-/// [`is_sliced`] of a modifiers document's bytes (`{$each: …, $slice: …}`).
+/// [`is_sliced_element`] of a modifiers document's bytes (`{$each: …,
+/// $slice: …}`).
 pub fn is_sliced_modifiers(m: &[u8]) -> bool {
-    let has = |key: &[u8]| elements(m).map_while(Result::ok).any(|e| e.key == key);
-    has(b"$each") && has(b"$slice")
+    field(m, b"$each").is_some() && field(m, b"$slice").is_some()
 }
 
 /// The bucket pattern bounds the array through the filter instead of
@@ -778,11 +774,7 @@ pub fn is_sliced_modifiers(m: &[u8]) -> bool {
 pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -> bool {
     let Some(filter) = filter else { return false };
     // The first `$inc`, as the server reads it.
-    let inc = update.and_then(|u| {
-        elements(u.as_bytes())
-            .map_while(Result::ok)
-            .find(|e| e.key == b"$inc")
-    });
+    let inc = update.and_then(|u| field(u.as_bytes(), b"$inc"));
     let incremented = |field: &[u8]| {
         inc.filter(|e| e.element_type == 0x03).is_some_and(|inc| {
             elements(inc.value)
@@ -939,12 +931,7 @@ impl<'a> Reply<'a> {
     pub fn write_error_indices(&self) -> Vec<usize> {
         let mut out: Vec<usize> = self
             .write_errors()
-            .filter_map(|d| {
-                elements(d)
-                    .map_while(Result::ok)
-                    .find(|e| e.key == b"index")
-                    .and_then(|e| element_number(&e))
-            })
+            .filter_map(|d| field(d, b"index").and_then(|e| element_number(&e)))
             .filter(|i| *i >= 0)
             .map(|i| i as usize)
             .collect();
@@ -955,12 +942,7 @@ impl<'a> Reply<'a> {
     /// Codes of per-statement write errors.
     pub fn write_error_codes(&self) -> Vec<i32> {
         self.write_errors()
-            .filter_map(|d| {
-                elements(d)
-                    .map_while(Result::ok)
-                    .find(|e| e.key == b"code")
-                    .and_then(|e| element_i32(&e))
-            })
+            .filter_map(|d| field(d, b"code").and_then(|e| element_i32(&e)))
             .collect()
     }
 

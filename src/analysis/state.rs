@@ -353,13 +353,9 @@ impl Namespaces {
                 };
                 if bucketed || is_sliced_element(&e) {
                     let folded = fold_path(path);
-                    let key = short_key(&folded);
-                    // Looked up by the borrowed key: built only when new.
-                    if state.bounded_paths.get_mut_refreshed(&*key).is_none() {
-                        state
-                            .bounded_paths
-                            .get_or_insert_with(&key.into_owned(), || ());
-                    }
+                    state
+                        .bounded_paths
+                        .get_or_insert_with(&*short_key(&folded), || ());
                 }
             }
         }
@@ -375,14 +371,7 @@ fn state_in<'m>(
     namespace: &str,
 ) -> &'m mut NamespaceState {
     let key = short_key(namespace);
-    // Looked up by the borrowed name: the key is built only when new.
-    if map.get_mut_refreshed(&*key).is_none() {
-        map.get_or_insert_with(&key.clone().into_owned(), || {
-            NamespaceState::new(&key, caps, pool)
-        })
-    } else {
-        map.get_mut_refreshed(&*key).expect("just found")
-    }
+    map.get_or_insert_with(&*key, || NamespaceState::new(&key, caps, pool))
 }
 
 /// The hashed `_id` a filter pins by equality (`{_id: v}`, `{_id: {$eq: v}}`):
@@ -426,11 +415,7 @@ fn record_written_lengths(state: &mut NamespaceState, id: u64, update: &RawDocum
                     ("$push", _) if !is_sliced_element(&e) => {
                         // `{$each: [...]}` adds its elements; anything else, one.
                         let each = (e.element_type == 0x03)
-                            .then(|| {
-                                bson_walk::elements(e.value)
-                                    .map_while(Result::ok)
-                                    .find(|m| m.key == b"$each")
-                            })
+                            .then(|| bson_walk::field(e.value, b"$each"))
                             .flatten();
                         let added = match each {
                             Some(each) if each.element_type == 0x04 => count(each.value),
@@ -465,9 +450,7 @@ fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
             None
         }
     };
-    let stats = state
-        .arrays
-        .get_or_insert_with(&path.to_string(), ArrayStats::default);
+    let stats = state.arrays.get_or_insert_with(path, ArrayStats::default);
     stats.lengths.record(len as u64);
     if let Some(before) = before {
         stats.observed(before, len);
@@ -766,9 +749,7 @@ mod tests {
     /// The hashed `_id` of a document, found by a walk of its own: what
     /// [`Doc::id`] must agree with.
     fn id_hash(doc: &RawDocument) -> Option<u64> {
-        let e = bson_walk::elements(doc.as_bytes())
-            .map_while(Result::ok)
-            .find(|e| e.key == b"_id")?;
+        let e = bson_walk::field(doc.as_bytes(), b"_id")?;
         hash_of_id(doc, &e)
     }
 

@@ -7,7 +7,7 @@ use crate::analysis::budget::{Pool, Weight};
 use crate::analysis::command::{fold_path, Kind};
 use crate::analysis::partition::{KeyKind, Partitioning};
 use crate::analysis::state::Namespaces;
-use crate::wire::bson_walk::{elements, pairs, values, Value};
+use crate::wire::bson_walk::{elements, field, pairs, values, Value};
 use bson::RawDocument;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -180,9 +180,7 @@ pub fn pushed_child_ids<'a>(
             };
             // The value appended, or the first of `$each`'s.
             let first = match e.element_type {
-                0x03 => elements(e.value)
-                    .map_while(Result::ok)
-                    .find(|m| m.key == b"$each")
+                0x03 => field(e.value, b"$each")
                     .filter(|each| each.element_type == 0x04)
                     .and_then(|each| elements(each.value).next()?.ok()),
                 0x04 => None,

@@ -17,7 +17,7 @@ use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::command::{fold_path, is_bucketed, is_sliced_element};
-use crate::wire::bson_walk::{elements, pairs, values, Value};
+use crate::wire::bson_walk::{elements, field, pairs, values, Value};
 use bson::RawDocument;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -104,10 +104,9 @@ pub fn unbounded_concats(pipeline: &bson::RawArray) -> Vec<(String, &'static str
 /// growth through them shows only in the lengths seen.
 fn rewritten_arrays(update: &RawDocument, operator_update: bool) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
-    let mut top = elements(update.as_bytes()).map_while(Result::ok);
     if operator_update {
         // The first `$set`, as the server reads it.
-        let set = top.find(|e| e.key == b"$set");
+        let set = field(update.as_bytes(), b"$set");
         if let Some(fields) = set.filter(|e| e.element_type == 0x03) {
             for (path, value) in pairs(fields.value).map_while(Result::ok) {
                 if matches!(value, Value::Array(_)) {

@@ -7,7 +7,7 @@
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
-use crate::wire::bson_walk::{elements, pairs, values, Value};
+use crate::wire::bson_walk::{field, pairs, values, Value};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -54,9 +54,6 @@ fn lookups<'a>(pipeline: &'a [u8], out: &mut BTreeSet<&'a str>, depth: usize) {
     if depth > 4 {
         return;
     }
-    // The first of a repeated key, as the server reads it.
-    let field =
-        |doc: &'a [u8], key: &[u8]| elements(doc).map_while(Result::ok).find(|e| e.key == key);
     let sub_pipeline = |doc: &'a [u8]| field(doc, b"pipeline").filter(|e| e.element_type == 0x04);
     for stage in values(pipeline).map_while(Result::ok) {
         let Value::Document(stage) = stage else {

@@ -364,6 +364,7 @@ pub fn check_document(doc: &[u8], limit: usize) -> Result<(), WireError> {
 
 /// The first element of `doc` named `key` (the one the server reads when
 /// a key is repeated), looked for up to the first malformed element.
+#[inline]
 pub fn field<'a>(doc: &'a [u8], key: &[u8]) -> Option<Element<'a>> {
     elements(doc).map_while(Result::ok).find(|e| e.key == key)
 }
