@@ -656,16 +656,15 @@ pub struct Doc<'a> {
 
 impl<'a> Doc<'a> {
     pub fn new(raw: &'a RawDocument, caps: &Caps) -> Doc<'a> {
-        thread_local! {
-            /// The path being walked: one buffer per thread, not one per
-            /// document with an embedded document or array.
-            static PATH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-        }
         let mut arrays = Vec::new();
         let mut id = None;
         PATH.with_borrow_mut(|path| {
             path.clear();
             walk_arrays(raw.as_bytes(), path, 0, caps, &mut arrays, Some(&mut id));
+            // A document with huge keys does not leave its buffer behind.
+            if path.capacity() > MAX_KEPT_PATH {
+                *path = String::new();
+            }
         });
         Doc {
             raw,
@@ -674,6 +673,15 @@ impl<'a> Doc<'a> {
         }
     }
 }
+
+thread_local! {
+    /// The path being walked by [`Doc::new`]: one buffer per thread, not
+    /// one per document with an embedded document or array.
+    static PATH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// The most a thread's path buffer keeps between documents.
+const MAX_KEPT_PATH: usize = 4096;
 
 /// BSON double, int32, int64, decimal128.
 fn is_number(element_type: u8) -> bool {
@@ -751,6 +759,20 @@ mod tests {
     fn id_hash(doc: &RawDocument) -> Option<u64> {
         let e = bson_walk::field(doc.as_bytes(), b"_id")?;
         hash_of_id(doc, &e)
+    }
+
+    /// A document with a huge key does not leave a huge path buffer
+    /// behind on its thread; an ordinary one keeps the buffer for reuse.
+    #[test]
+    fn the_path_buffer_stays_small() {
+        let caps = Caps::default();
+        let mut big = bson::RawDocumentBuf::new();
+        let key = bson::raw::CString::try_from("k".repeat(100_000).as_str()).unwrap();
+        big.append(key, rawdoc! {"a": [1]});
+        Doc::new(&big, &caps);
+        assert!(PATH.with_borrow(|p| p.capacity()) <= MAX_KEPT_PATH);
+        Doc::new(&rawdoc! {"tags": ["a"], "sub": {"list": [1]}}, &caps);
+        assert!(PATH.with_borrow(|p| p.capacity()) > 0);
     }
 
     /// The walked hash of an `_id` is the decoded one, for every type
