@@ -843,7 +843,6 @@ pub struct Reply<'a> {
 #[derive(Clone, Debug)]
 pub struct CursorBatch<'a> {
     pub id: i64,
-    pub ns: Option<&'a str>,
     /// Inline up to four (a find by id, a findOne): no allocation.
     pub documents: SmallVec<[&'a RawDocument; 4]>,
 }
@@ -952,14 +951,12 @@ impl<'a> Reply<'a> {
         let cursor = self.cursor.filter(|e| e.element_type == 0x03)?;
         let mut batch = CursorBatch {
             id: 0,
-            ns: None,
             documents: SmallVec::new(),
         };
         for e in elements(cursor.value).map_while(Result::ok) {
             match (e.key, e.element_type) {
                 (b"id", 0x12) => batch.id = i64::from_le_bytes(e.value.try_into().ok()?),
                 (b"id", 0x10) => batch.id = i32::from_le_bytes(e.value.try_into().ok()?) as i64,
-                (b"ns", _) => batch.ns = e.as_str(),
                 (b"firstBatch" | b"nextBatch", 0x04) => {
                     batch.documents = elements(e.value)
                         .map_while(Result::ok)
@@ -1290,7 +1287,6 @@ mod tests {
         with_reply(fixture!("pymongo-getMore.reply"), |r| {
             let batch = r.cursor().unwrap();
             assert_eq!(batch.documents.len(), 5);
-            assert_eq!(batch.ns, Some("fixtures.posts"));
         });
         with_command(fixture!("pymongo-killCursors"), |c| {
             assert_eq!(c.killed_cursors().len(), 1);
@@ -1414,7 +1410,7 @@ mod tests {
             rawdoc! {"cursor": {"id": 7_i64, "ns": "d.c", "firstBatch": [{"a": 1}, {"a": 2}]}, "ok": 1},
             |r| {
                 let c = r.cursor().unwrap();
-                assert_eq!((c.id, c.ns, c.documents.len()), (7, Some("d.c"), 2));
+                assert_eq!((c.id, c.documents.len()), (7, 2));
             },
         );
     }

@@ -310,6 +310,7 @@ impl Engine {
             };
             let origin = Origin {
                 pattern,
+                named_by,
                 shape,
                 namespace: Arc::from(namespace),
                 partitioning: None,
@@ -423,6 +424,7 @@ impl Engine {
                         namespace: &origin.namespace,
                         shape: &origin.shape,
                         pattern: &origin.pattern,
+                        named_by: origin.named_by,
                         partitioning: origin.partitioning,
                         follow_up: None,
                     };
@@ -534,19 +536,24 @@ impl Engine {
         let (events, partitioning) = {
             let mut k = lock(&self.knowledge);
             k.operations += 1;
-            k.patterns
-                .touch(pattern, named_by, namespace, shape, cmd.name);
-            k.trace = cmd.trace_id();
-            if let Some(trace) = k.trace {
-                k.patterns.note_trace(pattern, trace);
-            }
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
-            k.patterns.count_partitions(pattern, partitioning);
+            let trace = cmd.trace_id();
+            k.trace = trace;
+            k.patterns.touch(
+                pattern,
+                named_by,
+                namespace,
+                shape,
+                cmd.name,
+                partitioning,
+                trace,
+            );
             let view = OpView {
                 cmd,
                 namespace,
                 shape,
                 pattern,
+                named_by,
                 partitioning,
                 follow_up: follow_up.as_ref(),
             };

@@ -408,6 +408,7 @@ mod tests {
     fn lead(docs: &[bson::RawDocumentBuf]) -> Lead {
         let origin = Origin {
             pattern: "list".into(),
+            named_by: crate::analysis::patterns::NamedBy::Shape,
             shape: Shape::new("find blog.posts {}".into()),
             namespace: "blog.posts".into(),
             partitioning: None,

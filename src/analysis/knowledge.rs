@@ -7,7 +7,7 @@
 use super::budget::{self, Lru, PoolUsage, Pools};
 use super::findings::{FindingEvent, FindingStore};
 use super::partition::{PartitionKeys, Partitioning};
-use super::patterns::PatternTable;
+use super::patterns::{NamedBy, PatternTable};
 use super::rule::{Hooks, Rule, RuleContext, RuleSettings};
 use super::shape::Shape;
 use super::state::{Caps, Namespaces};
@@ -18,6 +18,9 @@ use std::time::SystemTime;
 #[derive(Clone, Debug)]
 pub struct Origin {
     pub pattern: Arc<str>,
+    /// Whether the pattern is the application's name (`comment`) or the
+    /// shape.
+    pub named_by: NamedBy,
     pub shape: Shape,
     pub namespace: Arc<str>,
     pub partitioning: Option<Partitioning>,
@@ -34,7 +37,8 @@ pub struct Knowledge {
     pub findings: FindingStore,
     pub cursors: Lru<i64, Origin>,
     pub partition_keys: PartitionKeys,
-    pub settings: RuleSettings,
+    /// Fixed at creation: which rules run is decided once (see `hooks`).
+    settings: RuleSettings,
     pub show_values: bool,
     pub started: SystemTime,
     /// Data operations analysed (requests with a pattern).
@@ -54,8 +58,9 @@ pub struct Knowledge {
     /// cleared around it by `Engine`): the rules' findings carry it.
     pub(crate) trace: Option<super::command::TraceId>,
     rules: Vec<Box<dyn Rule>>,
-    /// Each rule's [`Rule::hooks`], asked once (they never change): a
-    /// call finds the rules it concerns without a virtual call per rule.
+    /// Each rule's [`Rule::hooks`], asked once (they never change), none
+    /// for a rule the settings disable: a call finds the rules it concerns
+    /// without a virtual call or a settings lookup per rule.
     hooks: Vec<Hooks>,
 }
 
@@ -99,7 +104,6 @@ impl Knowledge {
                     + budget::ENTRY_OVERHEAD
             }),
             pools,
-            settings,
             show_values,
             started: SystemTime::now(),
             operations: 0,
@@ -107,7 +111,17 @@ impl Knowledge {
             rule_panics: Default::default(),
             rejected_operations: 0,
             trace: None,
-            hooks: rules.iter().map(|r| r.hooks()).collect(),
+            hooks: rules
+                .iter()
+                .map(|r| {
+                    if settings.enabled(r.meta().id) {
+                        r.hooks()
+                    } else {
+                        Hooks::NONE
+                    }
+                })
+                .collect(),
+            settings,
             rules,
         }
     }
@@ -152,14 +166,11 @@ impl Knowledge {
             if !rule_hooks.meets(hooks) {
                 continue;
             }
-            let id = rule.meta().id;
-            if !settings.enabled(id) {
-                continue;
-            }
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 f(rule.as_mut(), &mut cx)
             }));
             if ran.is_err() {
+                let id = rule.meta().id;
                 let n = rule_panics.entry(id).or_default();
                 *n += 1;
                 if n.is_power_of_two() {

@@ -205,7 +205,10 @@ impl PatternTable {
         }
     }
 
-    /// Notes that `shape` ran as part of `pattern`.
+    /// Notes that `shape` ran as part of `pattern`, how it met its
+    /// collection's partition key, and its trace id if it had one: one
+    /// lookup of the pattern for all of it.
+    #[allow(clippy::too_many_arguments)]
     pub fn touch(
         &mut self,
         pattern: &Arc<str>,
@@ -213,7 +216,10 @@ impl PatternTable {
         namespace: &str,
         shape: &Shape,
         command: &str,
+        partitioning: Option<super::partition::Partitioning>,
+        trace: Option<TraceId>,
     ) {
+        use super::partition::Partitioning;
         let info = self.shapes.get_or_insert_with(&shape.hash, || ShapeInfo {
             shape: shape.clone(),
             command: super::budget::short_key(command).into_owned(),
@@ -233,12 +239,15 @@ impl PatternTable {
         {
             stats.namespaces.push(namespace.into_owned());
         }
-    }
-
-    /// Remembers the trace id of the pattern's latest traced operation.
-    pub fn note_trace(&mut self, pattern: &str, trace: TraceId) {
-        if let Some(stats) = self.patterns.map_get_mut(pattern) {
-            stats.last_trace_id = Some(trace);
+        let p = &mut stats.partitions;
+        match partitioning {
+            Some(Partitioning::SingleShard) => p.single_shard += 1,
+            Some(Partitioning::MultiShard) => p.multi_shard += 1,
+            Some(Partitioning::ScatterGather) => p.scatter_gather += 1,
+            None => p.unknown += 1,
+        }
+        if trace.is_some() {
+            stats.last_trace_id = trace;
         }
     }
 
@@ -269,20 +278,6 @@ impl PatternTable {
             stats.round_trips += round_trips;
             stats.docs_returned += docs;
             stats.bytes_returned += bytes;
-        }
-    }
-
-    /// Counts how one operation of `pattern` met its collection's key.
-    pub fn count_partitions(&mut self, pattern: &str, how: Option<super::partition::Partitioning>) {
-        use super::partition::Partitioning;
-        if let Some(stats) = self.patterns.map_get_mut(pattern) {
-            let p = &mut stats.partitions;
-            match how {
-                Some(Partitioning::SingleShard) => p.single_shard += 1,
-                Some(Partitioning::MultiShard) => p.multi_shard += 1,
-                Some(Partitioning::ScatterGather) => p.scatter_gather += 1,
-                None => p.unknown += 1,
-            }
         }
     }
 

@@ -13,7 +13,7 @@
 use super::command::Command;
 use super::findings::{Change, FindingDraft, FindingEvent, FindingStore, Severity};
 use super::partition::{PartitionKeys, Partitioning};
-use super::patterns::PatternTable;
+use super::patterns::{NamedBy, PatternTable};
 use super::shape::Shape;
 use super::state::{Doc, Namespaces};
 use serde::Serialize;
@@ -54,6 +54,8 @@ pub struct OpView<'a> {
     pub shape: &'a Shape,
     /// The access pattern's name (the `comment`, or the shape).
     pub pattern: &'a str,
+    /// Whether that name is the application's (`comment`) or the shape.
+    pub named_by: NamedBy,
     /// How it meets the collection's partition key, when one is known.
     pub partitioning: Option<Partitioning>,
     /// When this is a single-document query whose filter value came from
@@ -115,6 +117,8 @@ pub struct CompletedOp<'a> {
 pub struct Hooks(u8);
 
 impl Hooks {
+    /// Called for nothing (a rule the settings disable).
+    pub const NONE: Hooks = Hooks(0);
     pub const REQUEST: Hooks = Hooks(1);
     pub const DOCUMENT: Hooks = Hooks(2);
     pub const OPERATION: Hooks = Hooks(4);

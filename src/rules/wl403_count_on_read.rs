@@ -80,11 +80,7 @@ impl Rule for CountOnRead {
             return;
         }
         // Only patterns the application names group a read with its counts.
-        let named = cx
-            .patterns
-            .get(op.pattern)
-            .is_some_and(|p| p.named_by == NamedBy::Comment);
-        if !named {
+        if op.named_by != NamedBy::Comment {
             return;
         }
         if !is_count(op) {
