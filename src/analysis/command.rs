@@ -39,6 +39,26 @@ pub enum Kind {
     Other,
 }
 
+/// A command's name as a string: the commands applications send most are
+/// known by their bytes (no UTF-8 check per request); others are checked.
+fn command_name(key: &[u8]) -> Option<&str> {
+    Some(match key {
+        b"find" => "find",
+        b"insert" => "insert",
+        b"update" => "update",
+        b"delete" => "delete",
+        b"aggregate" => "aggregate",
+        b"getMore" => "getMore",
+        b"findAndModify" => "findAndModify",
+        b"count" => "count",
+        b"distinct" => "distinct",
+        b"killCursors" => "killCursors",
+        b"hello" => "hello",
+        b"ping" => "ping",
+        other => return std::str::from_utf8(other).ok(),
+    })
+}
+
 impl Kind {
     pub fn of(name: &str) -> Kind {
         if super::is_sensitive(name) {
@@ -296,7 +316,7 @@ impl<'a> Command<'a> {
                 .map_while(Result::ok)
                 .take(MAX_FIELDS),
         );
-        let name = std::str::from_utf8(fields.first()?.key).ok()?;
+        let name = command_name(fields.first()?.key)?;
         let kind = Kind::of(name);
         let db = db.unwrap_or_else(|| {
             fields
@@ -1093,6 +1113,31 @@ mod tests {
     /// known key, the first of a repeated one, one of an unexpected type,
     /// a known key as the command's name, and nothing of a sensitive
     /// command.
+    #[test]
+    fn command_names_read_the_same_known_or_checked() {
+        for name in [
+            "find",
+            "insert",
+            "update",
+            "delete",
+            "aggregate",
+            "getMore",
+            "findAndModify",
+            "count",
+            "distinct",
+            "killCursors",
+            "hello",
+            "ping",
+            "listIndexes",
+            "isMaster",
+            "été",
+        ] {
+            assert_eq!(command_name(name.as_bytes()), Some(name));
+        }
+        assert_eq!(command_name(b"\xff\xfe"), None, "not UTF-8: no name");
+        assert_eq!(command_name(b"finds"), Some("finds"));
+    }
+
     #[test]
     fn indexed_fields_read_as_get_reads_them() {
         let all = [

@@ -845,11 +845,16 @@ fn check_message(
         Message::Reply(_) | Message::Compressed(_) | Message::Other(..) => {}
     }
     if tally.request {
-        // A slice of `frame`: its place, not a second parse.
-        tally.command = wire::command_name(message).map(|name| {
-            let start = name.as_ptr() as usize - frame.as_ptr() as usize;
-            start..start + name.len()
-        });
+        // A slice of `frame`: its place, not a second parse. Its bytes:
+        // the decoder compares them with the names it has counted and
+        // checks a name as UTF-8 only when it is new (see `count_command`).
+        tally.command = message
+            .command_doc()
+            .and_then(wire::bson_walk::first_key)
+            .map(|name| {
+                let start = name.as_ptr() as usize - frame.as_ptr() as usize;
+                start..start + name.len()
+            });
     }
     Ok(())
 }
