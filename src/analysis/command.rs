@@ -55,7 +55,7 @@ fn command_name(key: &[u8]) -> Option<&str> {
         b"killCursors" => "killCursors",
         b"hello" => "hello",
         b"ping" => "ping",
-        other => return std::str::from_utf8(other).ok(),
+        other => return crate::wire::bson_walk::utf8(other),
     })
 }
 

@@ -513,7 +513,7 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         .map_while(Result::ok)
         .take(FIELDS_PER_SET)
     {
-        let Ok(key) = std::str::from_utf8(e.key) else {
+        let Some(key) = bson_walk::utf8(e.key) else {
             continue;
         };
         if key != "_id" && matches!(e.element_type, 0x03 | 0x04) {

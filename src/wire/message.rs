@@ -62,7 +62,7 @@ impl<'a> Message<'a> {
 /// `None` for replies, legacy CRUD opcodes and compressed envelopes.
 pub fn command_name<'a>(message: &Message<'a>) -> Option<&'a str> {
     let doc = message.command_doc()?;
-    std::str::from_utf8(bson_walk::first_key(doc)?).ok()
+    bson_walk::utf8(bson_walk::first_key(doc)?)
 }
 
 #[cfg(test)]
