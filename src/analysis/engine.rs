@@ -86,7 +86,7 @@ struct Pending {
     continuation: bool,
     /// A data operation not learnt yet: its pattern, shape, state and rule
     /// hooks wait for a reply that says the server accepted it.
-    learn: Option<NamedBy>,
+    learn: bool,
     /// Its bytes, charged to the connections pool until it goes.
     _charge: Option<Charge>,
 }
@@ -99,7 +99,7 @@ impl Pending {
             origin,
             getmore,
             continuation: false,
-            learn: None,
+            learn: false,
             _charge: None,
         }
     }
@@ -180,7 +180,7 @@ fn shorten(comment: &str) -> String {
 
 /// What an entry of `Engine::origins` holds: its shared strings (charged
 /// whole although the knowledge store holds the same ones).
-fn origin_weight(_: &(u64, u64), (o, _): &(Origin, NamedBy)) -> usize {
+fn origin_weight(_: &(u64, u64), o: &Origin) -> usize {
     o.pattern.len() + o.shape.text.len() + o.namespace.len() + budget::ENTRY_OVERHEAD
 }
 
@@ -195,7 +195,7 @@ pub struct Engine {
     /// connection in 2^level was analysed (see `AnalysisQueue`).
     sampling: u8,
     /// Data requests' origins by (shape id, comment hash).
-    origins: Lru<(u64, u64), (Origin, NamedBy)>,
+    origins: Lru<(u64, u64), Origin>,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -285,11 +285,11 @@ impl Engine {
             // request that fails, is refused or is never answered (w: 0
             // writes) changes no pattern, state or finding.
             kind if kind.is_data() && expects_reply => {
-                let Some((origin, named_by)) = self.origin_of(cmd) else {
+                let Some(origin) = self.origin_of(cmd) else {
                     return;
                 };
                 let mut pending = Pending::new(at, parsed, Some(origin), false);
-                pending.learn = Some(named_by);
+                pending.learn = true;
                 self.remember(conn, request_id, pending);
             }
             _ => {}
@@ -299,24 +299,23 @@ impl Engine {
     /// A data request's pattern, shape and namespace. What its shape
     /// determines is kept per shape (and comment): a request of a shape
     /// seen before costs one walk of its keys, hashing, and no allocation.
-    fn origin_of(&mut self, cmd: &Command<'_>) -> Option<(Origin, NamedBy)> {
+    fn origin_of(&mut self, cmd: &Command<'_>) -> Option<Origin> {
         let comment = cmd.comment().filter(|c| !c.is_empty());
-        let make = || -> Option<(Origin, NamedBy)> {
+        let make = || -> Option<Origin> {
             let namespace = data_namespace(cmd)?;
             let shape = shape::of_command(cmd);
             let (pattern, named_by) = match comment {
                 Some(c) => (Arc::from(shorten(c)), NamedBy::Comment),
                 None => (shape.text.clone(), NamedBy::Shape),
             };
-            let origin = Origin {
+            Some(Origin {
                 pattern,
                 named_by,
                 shape,
                 namespace: Arc::from(namespace),
                 partitioning: None,
                 whole: cmd.returns_stored_documents(),
-            };
-            Some((origin, named_by))
+            })
         };
         // bulkWrite's namespaces are not part of its shape.
         if cmd.kind == Kind::BulkWrite {
@@ -363,7 +362,7 @@ impl Engine {
             errors.extend(r.write_error_codes());
         }
         let mut origin = origin;
-        if let Some(named_by) = pending.learn {
+        if pending.learn {
             if !ok && !unsupported_here(reply.as_ref()) {
                 // Refused: counted against its pattern when the pattern is
                 // known already, and nothing more.
@@ -381,7 +380,7 @@ impl Engine {
                     .as_ref()
                     .map(|r| r.write_error_indices())
                     .unwrap_or_default();
-                origin.partitioning = self.learn(conn, pending.at, cmd, &origin, named_by, &failed);
+                origin.partitioning = self.learn(conn, pending.at, cmd, &origin, &failed);
             }
         }
         let cursor = reply.as_ref().and_then(|r| r.cursor());
@@ -509,7 +508,7 @@ impl Engine {
                 Pending {
                     at,
                     continuation: true,
-                    learn: None,
+                    learn: false,
                     origin: Some(origin),
                     ..pending
                 },
@@ -527,10 +526,10 @@ impl Engine {
         at: Instant,
         cmd: &Command<'_>,
         origin: &Origin,
-        named_by: NamedBy,
         failed: &[usize],
     ) -> Option<partition::Partitioning> {
         let (pattern, shape, namespace) = (&origin.pattern, &origin.shape, &origin.namespace);
+        let named_by = origin.named_by;
         self.start_operation(conn, pattern, named_by, shape);
         let follow_up = self.follow_up(conn, at, cmd, namespace, pattern, named_by);
         let (events, partitioning) = {

@@ -848,13 +848,10 @@ fn check_message(
         // A slice of `frame`: its place, not a second parse. Its bytes:
         // the decoder compares them with the names it has counted and
         // checks a name as UTF-8 only when it is new (see `count_command`).
-        tally.command = message
-            .command_doc()
-            .and_then(wire::bson_walk::first_key)
-            .map(|name| {
-                let start = name.as_ptr() as usize - frame.as_ptr() as usize;
-                start..start + name.len()
-            });
+        tally.command = wire::command_name_bytes(message).map(|name| {
+            let start = name.as_ptr() as usize - frame.as_ptr() as usize;
+            start..start + name.len()
+        });
     }
     Ok(())
 }

@@ -196,14 +196,11 @@ impl RuleSettings {
     pub fn threshold(&self, meta: &RuleMeta, namespace: &str, name: &str) -> f64 {
         // Rules ask per document: with nothing configured (the common
         // case) the default is all there is to find.
-        let configured = || {
-            let pick = |o: Option<&RuleOverrides>| o.and_then(|o| o.thresholds.get(name).copied());
-            pick(self.for_namespace(namespace, meta.id)).or_else(|| pick(self.rules.get(meta.id)))
-        };
+        let pick = |o: Option<&RuleOverrides>| o.and_then(|o| o.thresholds.get(name).copied());
         let configured = if self.rules.is_empty() && self.per_namespace.is_empty() {
             None
         } else {
-            configured()
+            pick(self.for_namespace(namespace, meta.id)).or_else(|| pick(self.rules.get(meta.id)))
         };
         configured
             .or_else(|| {

@@ -61,8 +61,13 @@ impl<'a> Message<'a> {
 /// The command name of a request (the first key of its command document).
 /// `None` for replies, legacy CRUD opcodes and compressed envelopes.
 pub fn command_name<'a>(message: &Message<'a>) -> Option<&'a str> {
-    let doc = message.command_doc()?;
-    bson_walk::utf8(bson_walk::first_key(doc)?)
+    bson_walk::utf8(command_name_bytes(message)?)
+}
+
+/// [`command_name`]'s bytes, not checked as UTF-8 (a counter that has seen
+/// a name before compares bytes).
+pub fn command_name_bytes<'a>(message: &Message<'a>) -> Option<&'a [u8]> {
+    bson_walk::first_key(message.command_doc()?)
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ pub mod op_query;
 pub use compressed::{Compressor, OpCompressed};
 pub use frame::FrameError;
 pub use header::{Header, HEADER_LEN};
-pub use message::{command_name, Message};
+pub use message::{command_name, command_name_bytes, Message};
 pub use op_msg::OpMsg;
 pub use op_query::{OpQuery, OpReply};
 
