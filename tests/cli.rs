@@ -104,6 +104,25 @@ fn bad_values_name_their_source() {
     assert!(err.contains("cannot listen on 256.0.0.1:1"), "{err}");
 }
 
+#[test]
+fn an_analysis_share_from_the_file_is_checked_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wirelint.toml");
+    std::fs::write(
+        &path,
+        "[proxy]\nupstream = \"mongodb://127.0.0.1:1\"\nanalysis_share = \"1/3\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(wirelint().args(["proxy", "--config"]).arg(&path));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&path.display().to_string())
+            && err.contains("analysis_share")
+            && err.contains("\"1/4\""),
+        "{err}"
+    );
+}
+
 /// Starts the binary and waits for the line that gives its address.
 fn start(cmd: &mut Command) -> (Child, String, Vec<String>) {
     let mut child = cmd

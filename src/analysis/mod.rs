@@ -77,6 +77,10 @@ pub struct Settings {
     pub caps: state::Caps,
     /// Partition keys from the config file: namespace → key paths.
     pub partition_keys: Vec<(String, Vec<String>, partition::KeyKind)>,
+    /// The sampling level never goes under: one connection in 2^this is
+    /// analysed even while the analysis keeps up (`--analysis-share`; 0,
+    /// every connection, unless set).
+    pub min_sampling: u8,
 }
 
 impl Default for Settings {
@@ -91,6 +95,7 @@ impl Default for Settings {
             live: None,
             caps: state::Caps::default(),
             partition_keys: Vec::new(),
+            min_sampling: 0,
         }
     }
 }
@@ -246,20 +251,35 @@ pub struct AnalysisQueue {
 }
 
 /// Load shedding by sampling whole connections. While the workers keep
-/// up, every connection is analysed (level 0). When a tick finds messages
+/// up, every connection is analysed (level 0; or one in 2^floor when the
+/// user chose a share with `--analysis-share`). When a tick finds messages
 /// dropped since the last one, or a queue half full (by count or bytes),
 /// the level rises by one: one connection in 2^level is analysed, chosen by
 /// a hash of its id, so an analysed connection keeps every message —
 /// requests with their replies, cursors with their getMores, an N+1's list
 /// with its follow-ups — and what the rules see stays consistent. After
-/// two seconds of queues under a tenth full it falls by one. Forwarding is
+/// two seconds of queues under a tenth full it falls by one, down to the
+/// share the user set (`--analysis-share`, all by default). Forwarding is
 /// never slowed: the check is one relaxed load per message, and a
 /// sampled-out message costs a counter increment.
 #[derive(Default)]
 struct Sampling {
     level: AtomicU8,
+    /// The level set by the user (`--analysis-share`): the level starts
+    /// there and never falls below it.
+    floor: u8,
     dropped_seen: std::sync::atomic::AtomicU64,
     calm_ticks: std::sync::atomic::AtomicU32,
+}
+
+impl Sampling {
+    fn from_floor(floor: u8) -> Sampling {
+        Sampling {
+            level: AtomicU8::new(floor),
+            floor,
+            ..Sampling::default()
+        }
+    }
 }
 
 /// Ticks of calm (queues under a tenth full, nothing dropped) before the
@@ -306,6 +326,8 @@ impl AnalysisQueue {
             );
         }
         let workers = settings.workers.max(1);
+        let floor = settings.min_sampling.min(engine::MAX_SAMPLING_LEVEL);
+        stats.analysis_sampling.store(floor.into(), Relaxed);
         let per_shard = (settings.queue_capacity / workers).max(1);
         let queued_bytes = Arc::new(AtomicUsize::new(0));
         let mut senders = Vec::with_capacity(workers);
@@ -334,7 +356,7 @@ impl AnalysisQueue {
                 max_bytes: settings
                     .queue_bytes
                     .min(budget::queue_share(settings.caps.memory)),
-                sampling: Arc::default(),
+                sampling: Arc::new(Sampling::from_floor(floor)),
             },
             AnalysisWorkers(handles),
         )
@@ -370,7 +392,7 @@ impl AnalysisQueue {
         let next = if new_drops > 0 || fill >= 0.5 {
             s.calm_ticks.store(0, Relaxed);
             (level + 1).min(engine::MAX_SAMPLING_LEVEL)
-        } else if fill < 0.1 && level > 0 {
+        } else if fill < 0.1 && level > s.floor {
             if s.calm_ticks.fetch_add(1, Relaxed) + 1 >= CALM_TICKS_BEFORE_LOWER {
                 s.calm_ticks.store(0, Relaxed);
                 level - 1
@@ -1007,6 +1029,39 @@ mod tests {
             stats.analysis_processed.load(Relaxed),
             stats.analysis_enqueued.load(Relaxed)
         );
+    }
+
+    /// A share the user set (`--analysis-share 1/2`): from the start one
+    /// connection in two is analysed, whole, and calm never lowers the
+    /// level below it; the shed messages are counted.
+    #[test]
+    fn a_share_set_by_the_user_is_kept_while_the_analysis_keeps_up() {
+        let stats = Arc::new(Stats::default());
+        let settings = Settings {
+            min_sampling: 1,
+            ..Settings::default()
+        };
+        let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge());
+        assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
+        let ping = Bytes::from_static(&[0u8; 16]);
+        let left_out = (0..64).filter(|c| sampled_out(*c, 1)).count() as u64;
+        assert!((16..=48).contains(&left_out), "about half: {left_out}");
+        for conn in 0..64 {
+            queue.message(conn, Direction::Request, Instant::now(), ping.clone());
+            queue.message(conn, Direction::Reply, Instant::now(), ping.clone());
+        }
+        assert_eq!(stats.analysis_shed.load(Relaxed), 2 * left_out);
+        assert_eq!(stats.analysis_enqueued.load(Relaxed), 2 * (64 - left_out));
+        for _ in 0..2 * CALM_TICKS_BEFORE_LOWER {
+            queue.tick();
+        }
+        assert_eq!(
+            stats.analysis_sampling.load(Relaxed),
+            1,
+            "calm keeps the share"
+        );
+        drop(queue);
+        workers.join();
     }
 
     /// Behind the traffic, the analysis sheds whole connections: a tick

@@ -108,6 +108,16 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_ANALYSIS_MEMORY", value_name = "SIZE")]
     pub analysis_memory: Option<String>,
 
+    /// Analyse one client connection in N even when the analysis keeps up,
+    /// written "1/N" (N a power of two up to 64: "1/2", "1/4"), to cap its
+    /// CPU on busy hosts; which connections is decided by a hash of each
+    /// connection's id, and an analysed connection is analysed whole.
+    /// Reports and /metrics say the share; call counts are estimated for
+    /// the connections left out. Under overload the analysis samples
+    /// further on its own. [default: "1", every connection]
+    #[arg(long, env = "WIRELINT_ANALYSIS_SHARE", value_name = "1/N")]
+    pub analysis_share: Option<String>,
+
     /// Analysis threads [default: 1].
     #[arg(long, env = "WIRELINT_ANALYSIS_WORKERS", value_name = "N")]
     pub analysis_workers: Option<usize>,
@@ -240,6 +250,10 @@ impl ProxyArgs {
         if let Some((text, origin)) = pick!(forward_memory, "forward-memory") {
             settings.forward.forward_memory =
                 super::parse_memory(&text, "forward_memory", &origin.to_string())?;
+        }
+        if let Some((text, origin)) = pick!(analysis_share, "analysis-share") {
+            settings.analysis.min_sampling =
+                super::parse_share(&text, "analysis_share", &origin.to_string())?;
         }
         if let Some((n, _)) = pick!(analysis_workers, "analysis-workers") {
             settings.analysis.workers = n.max(1);

@@ -72,6 +72,28 @@ pub fn parse_memory(text: &str, key: &str, origin: &str) -> Result<usize, Config
     Ok(bytes)
 }
 
+/// `analysis_share`: "1" or "1/N" with N a power of two up to one
+/// connection in 2^[`analysis::engine::MAX_SAMPLING_LEVEL`]; the sampling
+/// level it stands for (N = 2^level).
+pub fn parse_share(text: &str, key: &str, origin: &str) -> Result<u8, ConfigError> {
+    let max = 1u32 << analysis::engine::MAX_SAMPLING_LEVEL;
+    let n = match text.trim().split_once('/') {
+        None if text.trim() == "1" => Some(1),
+        Some((one, n)) if one.trim() == "1" => n.trim().parse::<u32>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if n.is_power_of_two() && n <= max => Ok(n.trailing_zeros() as u8),
+        _ => Err(ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            message: format!(
+                "{text:?} is not a share of connections to analyse; write \"1\" (all), \"1/2\", \"1/4\", … up to \"1/{max}\""
+            ),
+        }),
+    }
+}
+
 impl LimitsSection {
     pub fn apply(&self, caps: &mut analysis::state::Caps) {
         if let Some(n) = self.namespaces {
@@ -105,6 +127,7 @@ pub struct ProxySection {
     pub analysis: Option<bool>,
     pub analysis_queue: Option<usize>,
     pub analysis_workers: Option<usize>,
+    pub analysis_share: Option<String>,
     pub forward_memory: Option<String>,
     pub rewrite_topology: Option<bool>,
     pub allow_x509_passthrough: Option<bool>,
@@ -501,6 +524,27 @@ error = 10000
                 err.contains("w.toml")
                     && err.contains("limits.analysis_memory")
                     && err.contains(says),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn analysis_shares() {
+        let ok = |t| parse_share(t, "proxy.analysis_share", "w.toml").unwrap();
+        assert_eq!(
+            [ok("1"), ok("1/1"), ok("1/2"), ok(" 1 / 4 "), ok("1/64")],
+            [0, 0, 1, 2, 6]
+        );
+        for text in ["1/3", "1/128", "1/0", "2/4", "50%", "0.5", "", "1/"] {
+            let err = parse_share(text, "proxy.analysis_share", "w.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("w.toml")
+                    && err.contains("proxy.analysis_share")
+                    && err.contains("\"1/2\"")
+                    && err.contains(&format!("{text:?}")),
                 "{err}"
             );
         }
