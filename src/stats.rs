@@ -54,7 +54,8 @@ pub struct Stats {
     pub analysis_processed: CachePadded<AtomicU64>,
     pub analysis_dropped: AtomicU64,
     /// Messages not analysed because their connection was sampled out
-    /// while the analysis was behind (see `analysis::AnalysisQueue`).
+    /// (by `--analysis-share`, or while the analysis was behind; see
+    /// `analysis::AnalysisQueue`).
     pub analysis_shed: AtomicU64,
     /// The sampling level now: one connection in 2^level analysed.
     pub analysis_sampling: AtomicU64,

@@ -328,6 +328,12 @@ impl AnalysisQueue {
         let workers = settings.workers.max(1);
         let floor = settings.min_sampling.min(engine::MAX_SAMPLING_LEVEL);
         stats.analysis_sampling.store(floor.into(), Relaxed);
+        if floor > 0 {
+            tracing::info!(
+                analysed = format!("1 connection in {}", 1u32 << floor),
+                "analysing a share of the connections, as --analysis-share asks"
+            );
+        }
         let per_shard = (settings.queue_capacity / workers).max(1);
         let queued_bytes = Arc::new(AtomicUsize::new(0));
         let mut senders = Vec::with_capacity(workers);

@@ -84,13 +84,14 @@ const HEADERS: [&str; 8] = [
     "",
 ];
 
-/// A line saying how much of the traffic the analysis saw, when it shed
-/// load (sampled connections out) or dropped messages.
+/// A line saying how much of the traffic the analysis saw, when it
+/// sampled connections out (by the user's share or to shed load) or
+/// dropped messages.
 fn sampled(report: &Report) -> Option<String> {
     let c = &report.counters;
     (c.analysis_shed + c.analysis_dropped > 0).then(|| {
         format!(
-            "Analysed {:.1} % of the messages: the analysis was behind the traffic and left out {} (sampled out with their connection) and dropped {}; calls are counted as seen",
+            "Analysed {:.1} % of the messages: {} left out with their connection (sampled out by --analysis-share, or while the analysis was behind the traffic) and {} dropped; calls are counted as seen",
             c.analysed_share * 100.0,
             c.analysis_shed,
             c.analysis_dropped
