@@ -1089,12 +1089,10 @@ mod tests {
         frame
     }
 
-    /// The fields indexed while parsing read as `get` reads them: every
-    /// known key, the first of a repeated one, one of an unexpected type,
-    /// a known key as the command's name, and nothing of a sensitive
-    /// command.
+    /// A command's name is read by `bson_walk::utf8`: the common names
+    /// and a non-ASCII one as they are, invalid bytes as no name.
     #[test]
-    fn command_names_read_the_same_known_or_checked() {
+    fn command_names_read_as_utf8_reads_them() {
         let command_name = crate::wire::bson_walk::utf8;
         for name in [
             "find",
@@ -1119,6 +1117,10 @@ mod tests {
         assert_eq!(command_name(b"finds"), Some("finds"));
     }
 
+    /// The fields indexed while parsing read as `get` reads them: every
+    /// known key, the first of a repeated one, one of an unexpected type,
+    /// a known key as the command's name, and nothing of a sensitive
+    /// command.
     #[test]
     fn indexed_fields_read_as_get_reads_them() {
         let all = [

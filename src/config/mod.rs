@@ -77,8 +77,9 @@ pub fn parse_memory(text: &str, key: &str, origin: &str) -> Result<usize, Config
 /// level it stands for (N = 2^level).
 pub fn parse_share(text: &str, key: &str, origin: &str) -> Result<u8, ConfigError> {
     let max = 1u32 << analysis::engine::MAX_SAMPLING_LEVEL;
-    let n = match text.trim().split_once('/') {
-        None if text.trim() == "1" => Some(1),
+    let trimmed = text.trim();
+    let n = match trimmed.split_once('/') {
+        None if trimmed == "1" => Some(1),
         Some((one, n)) if one.trim() == "1" => n.trim().parse::<u32>().ok(),
         _ => None,
     };

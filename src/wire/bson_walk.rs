@@ -149,8 +149,6 @@ pub fn values(doc: &[u8]) -> impl Iterator<Item = Result<Value<'_>, ()>> {
     elements(doc).map(|e| e.map(|e| e.read()).map_err(|_| ()))
 }
 
-/// Iterates the elements of `doc` (a whole document, length prefix included).
-/// After the first error it yields nothing more.
 /// `bytes` as a string when they are UTF-8. Keys and names are nearly
 /// always ASCII, which one pass over the bytes tells (the `ascii` crate
 /// then converts without checking again); std's validator costs 60–100
@@ -164,6 +162,8 @@ pub fn utf8(bytes: &[u8]) -> Option<&str> {
     }
 }
 
+/// Iterates the elements of `doc` (a whole document, length prefix included).
+/// After the first error it yields nothing more.
 pub struct Elements<'a> {
     doc: &'a [u8],
     pos: usize,
