@@ -7,7 +7,7 @@
 //! name and never looked into.
 
 use crate::wire::bson_walk::{elements, field, values, Element, Value};
-use crate::wire::{Message, OpMsg};
+use crate::wire::{Message, OpMsg, WireError};
 use bson::{RawArray, RawBsonRef, RawDocument};
 use smallvec::SmallVec;
 
@@ -867,6 +867,75 @@ fn element_number(e: &Element<'_>) -> Option<i64> {
     }
 }
 
+/// Where a reply's body and the fields a [`Reply`] reads lie in its frame:
+/// what the worker's decoding found in its one walk of the reply's top
+/// level (the walk that checks it), handed to the engine with the frame so
+/// that the reply is not parsed or walked again ([`Reply::at`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplyIndex {
+    /// The body's offset in the frame.
+    body: u32,
+    /// The offsets in the body of the elements (their type bytes) of
+    /// `ok`, `code`, `n`, `writeErrors`, `cursor` and `value` (0 when
+    /// absent: no element starts a document), and their values' lengths.
+    fields: [(u32, u32); 6],
+}
+
+/// The keys of [`ReplyIndex`]'s fields, in its order.
+const REPLY_KEYS: [&[u8]; 6] = [b"ok", b"code", b"n", b"writeErrors", b"cursor", b"value"];
+
+impl ReplyIndex {
+    /// Walks the top level of `message`'s first document (OP_MSG body or
+    /// OP_REPLY's first document) once; `frame` is what `message` was
+    /// parsed from. `Ok(None)`: no document to read. With `strict`, an
+    /// element that is not valid BSON is an error (the decoder's check),
+    /// else the walk stops at it as [`Reply::parse`]'s does.
+    pub fn of(
+        message: &Message<'_>,
+        frame: &[u8],
+        strict: bool,
+    ) -> Result<Option<ReplyIndex>, WireError> {
+        let body = match message {
+            Message::Msg(m) => m.body,
+            Message::Reply(r) => match r.documents().next() {
+                Some(d) => d,
+                None => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let offset =
+            |bytes: &[u8], of: &[u8]| (bytes.as_ptr() as usize - of.as_ptr() as usize) as u32;
+        let mut index = ReplyIndex {
+            body: offset(body, frame),
+            fields: [(0, 0); 6],
+        };
+        if RawDocument::from_bytes(body).is_err() {
+            return Ok(None);
+        }
+        for e in elements(body) {
+            let e = match e {
+                Ok(e) => e,
+                Err(error) if strict => return Err(error),
+                Err(_) => break,
+            };
+            let slot = match e.key {
+                b"ok" => 0,
+                b"code" => 1,
+                b"n" => 2,
+                b"writeErrors" => 3,
+                b"cursor" => 4,
+                b"value" => 5,
+                _ => continue,
+            };
+            // The first of a repeated key, as `RawDocument::get` reads.
+            if index.fields[slot].0 == 0 {
+                index.fields[slot] = (offset(e.raw, body), e.value.len() as u32);
+            }
+        }
+        Ok(Some(index))
+    }
+}
+
 impl<'a> Reply<'a> {
     /// The first document of a reply message (OP_MSG body or OP_REPLY's
     /// first document).
@@ -899,6 +968,41 @@ impl<'a> Reply<'a> {
             slot.get_or_insert(e);
         }
         Some(reply)
+    }
+
+    /// The reply `index` describes in `frame` (the frame it was made
+    /// from): read where the index points, no walk.
+    pub fn at(frame: &'a [u8], index: &ReplyIndex) -> Option<Reply<'a>> {
+        let body_bytes = frame.get(index.body as usize..)?;
+        let len = crate::wire::read_i32(body_bytes, 0)?;
+        let body = RawDocument::from_bytes(body_bytes.get(..usize::try_from(len).ok()?)?).ok()?;
+        // Each element rebuilt from where it lies: its key is known, its
+        // value's length was found by the walk.
+        let bytes = body.as_bytes();
+        let field = |slot: usize| -> Option<Element<'a>> {
+            let (at, len) = index.fields[slot];
+            if at == 0 {
+                return None;
+            }
+            let (at, len) = (at as usize, len as usize);
+            let key_len = REPLY_KEYS[slot].len();
+            let raw = bytes.get(at..at + 2 + key_len + len)?;
+            Some(Element {
+                element_type: raw[0],
+                key: &raw[1..1 + key_len],
+                value: &raw[2 + key_len..],
+                raw,
+            })
+        };
+        Some(Reply {
+            body,
+            ok: field(0),
+            code: field(1),
+            n: field(2),
+            write_errors: field(3),
+            cursor: field(4),
+            value: field(5),
+        })
     }
 
     pub fn ok(&self) -> bool {
@@ -1385,10 +1489,52 @@ mod tests {
         with_command(&msg(unknown), |c| assert_eq!(c.kind, Kind::Other));
     }
 
+    /// `f` of the reply the decoder's index reads, which must be the one
+    /// a walk of its own (`Reply::parse`) reads.
     fn reply_of<T>(body: bson::RawDocumentBuf, f: impl FnOnce(&Reply<'_>) -> T) -> T {
         let frame = op_msg::encode(2, 1, 0, body.as_bytes(), &[]);
         let msg = Message::parse(&frame).unwrap();
-        f(&Reply::parse(&msg).unwrap())
+        let index = ReplyIndex::of(&msg, &frame, true).unwrap().unwrap();
+        let indexed = Reply::at(&frame, &index).unwrap();
+        let walked = Reply::parse(&msg).unwrap();
+        assert_eq!(format!("{indexed:?}"), format!("{walked:?}"));
+        f(&indexed)
+    }
+
+    /// The index of an OP_REPLY reads its first document; a reply whose top
+    /// level is not BSON is an error for the decoder's strict walk, and the
+    /// fields before the fault for the lenient one (`Reply::parse`'s).
+    #[test]
+    fn reply_index_reads_op_reply_and_refuses_broken_bson_when_strict() {
+        let first =
+            rawdoc! {"cursor": {"id": 0_i64, "ns": "d.c", "firstBatch": [{"a": 1}]}, "ok": 1.0};
+        let second = rawdoc! {"ok": 0.0};
+        let frame = crate::wire::op_query::encode_reply(
+            3,
+            2,
+            0,
+            0,
+            0,
+            &[first.as_bytes(), second.as_bytes()],
+        );
+        let msg = Message::parse(&frame).unwrap();
+        let index = ReplyIndex::of(&msg, &frame, true).unwrap().unwrap();
+        let reply = Reply::at(&frame, &index).unwrap();
+        assert!(reply.ok());
+        assert_eq!(reply.cursor().unwrap().documents.len(), 1);
+
+        // `{ok: 1.0, n: <int32 with its last byte cut>}`, the document's
+        // length and terminating NUL intact.
+        let mut body = rawdoc! {"ok": 1.0, "n": 5}.into_bytes();
+        let n_at = body.len() - 1 - 4 - 2 - 1;
+        assert_eq!(body[n_at], 0x10, "n's type byte");
+        body[n_at] = 0x03; // an embedded document whose length runs past the end
+        let frame = op_msg::encode(2, 1, 0, &body, &[]);
+        let msg = Message::parse(&frame).unwrap();
+        assert!(ReplyIndex::of(&msg, &frame, true).is_err());
+        let lenient = ReplyIndex::of(&msg, &frame, false).unwrap().unwrap();
+        let reply = Reply::at(&frame, &lenient).unwrap();
+        assert!(reply.ok() && reply.n().is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! per message (readers: reports, the admin endpoints).
 
 use super::budget::{self, Charge, Lru, Pool};
-use super::command::{Command, Kind, Reply};
+use super::command::{Command, Kind, Reply, ReplyIndex};
 use super::findings::FindingEvent;
 use super::follow_ups;
 use super::knowledge::{Knowledge, Origin};
@@ -68,10 +68,11 @@ impl ParsedRequest {
 }
 
 /// A message as the engine takes it: a request parsed (once), or a
-/// reply's whole, uncompressed bytes.
+/// reply's whole, uncompressed bytes and where its fields lie (`None`: it
+/// has no document to read).
 pub enum Decoded {
     Request(ParsedRequest),
-    Reply(Bytes),
+    Reply(Bytes, Option<ReplyIndex>),
 }
 
 /// A request waiting for its reply.
@@ -234,7 +235,13 @@ impl Engine {
     pub fn message(&mut self, conn: u64, direction: Direction, at: Instant, frame: Bytes) {
         let decoded = match direction {
             Direction::Request => Decoded::Request(ParsedRequest::decode(frame)),
-            Direction::Reply => Decoded::Reply(frame),
+            Direction::Reply => {
+                let Ok(message) = Message::parse(&frame) else {
+                    return;
+                };
+                let index = ReplyIndex::of(&message, &frame, false).ok().flatten();
+                Decoded::Reply(frame, index)
+            }
         };
         self.decoded(conn, at, decoded)
     }
@@ -243,12 +250,7 @@ impl Engine {
     pub fn decoded(&mut self, conn: u64, at: Instant, decoded: Decoded) {
         match decoded {
             Decoded::Request(parsed) => self.request(conn, at, parsed),
-            Decoded::Reply(frame) => {
-                let Ok(message) = Message::parse(&frame) else {
-                    return;
-                };
-                self.reply(conn, at, &message, &frame)
-            }
+            Decoded::Reply(frame, index) => self.reply(conn, at, &frame, index),
         }
     }
 
@@ -333,8 +335,11 @@ impl Engine {
     }
 
     /// Writes and the documents they carry; then the request hooks.
-    fn reply(&mut self, conn: u64, at: Instant, message: &Message<'_>, frame: &Bytes) {
-        let response_to = message.header().response_to;
+    fn reply(&mut self, conn: u64, at: Instant, frame: &Bytes, index: Option<ReplyIndex>) {
+        let Some(header) = wire::Header::parse(frame) else {
+            return;
+        };
+        let response_to = header.response_to;
         // A reply with no request waiting is normal: most commands
         // (hello, createIndexes, drop…) are not tracked for pairing.
         let Some(state) = self.conns.get_mut(&conn) else {
@@ -346,13 +351,13 @@ impl Engine {
         state.last_activity = Some(at);
         let more_to_come = wire::frame::more_to_come(frame);
         let latency = at.saturating_duration_since(pending.at).as_micros() as u64;
+        let reply = index.and_then(|i| Reply::at(frame, &i));
         // Taken, not cloned: the request is done with once answered.
         let Some(origin) = pending.origin.take() else {
-            self.learn_partition_key(&pending, message);
+            self.learn_partition_key(&pending, reply.as_ref());
             return;
         };
-        let reply = Reply::parse(message);
-        let bytes = message.header().message_length.max(0) as u64;
+        let bytes = header.message_length.max(0) as u64;
         let ok = reply.as_ref().is_some_and(|r| r.ok());
         let mut errors = Vec::new();
         if let Some(r) = &reply {
@@ -501,7 +506,7 @@ impl Engine {
         }
         if more_to_come {
             // Exhaust: the next reply answers this one.
-            let next = message.header().request_id;
+            let next = header.request_id;
             self.remember(
                 conn,
                 next,
@@ -612,8 +617,8 @@ impl Engine {
     }
 
     /// A shardCollection / customAction the server accepted: its key.
-    fn learn_partition_key(&self, pending: &Pending, reply: &Message<'_>) {
-        if !Reply::parse(reply).is_some_and(|r| r.ok()) {
+    fn learn_partition_key(&self, pending: &Pending, reply: Option<&Reply<'_>>) {
+        if !reply.is_some_and(|r| r.ok()) {
             return;
         }
         let Some(cmd) = pending.request.command() else {

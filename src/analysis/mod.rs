@@ -835,13 +835,17 @@ fn decode_frame(frame: Bytes, tally: &mut Tally, level: usize) -> Result<Decoded
             |message: &Message<'_>, bytes: &[u8]| check_message(message, bytes, tally, level);
         return ParsedRequest::checked(frame, check).map(Decoded::Request);
     }
-    check_message(&Message::parse(&frame)?, &frame, tally, level)?;
-    Ok(Decoded::Reply(frame))
+    let message = Message::parse(&frame)?;
+    check_message(&message, &frame, tally, level)?;
+    // The reply's one walk: its top level checked and its fields found.
+    let index = command::ReplyIndex::of(&message, &frame, true)?;
+    Ok(Decoded::Reply(frame, index))
 }
 
 /// Counts one uncompressed message's opcode and checks it: its checksum,
-/// and a request's documents' depth (a reply's top level only: see
-/// [`MAX_NESTING`]); finds where a request's command name lies in `frame`.
+/// and a request's documents' depth (a reply's top level is checked by
+/// `ReplyIndex::of`, not its depth: see [`MAX_NESTING`]); finds where a
+/// request's command name lies in `frame`.
 fn check_message(
     message: &Message<'_>,
     frame: &[u8],
@@ -855,6 +859,8 @@ fn check_message(
                 wire::op_msg::verify_checksum(frame)?;
                 tally.checksum_verified = true;
             }
+            // (A reply's top level is checked where its fields are found:
+            // `ReplyIndex::of`.)
             if tally.request {
                 wire::bson_walk::check_document(msg.body, MAX_NESTING)?;
                 for sequence in msg.sequences() {
@@ -862,8 +868,6 @@ fn check_message(
                         wire::bson_walk::check_nesting(doc?, MAX_NESTING)?;
                     }
                 }
-            } else {
-                wire::bson_walk::elements(msg.body).try_for_each(|e| e.map(|_| ()))?;
             }
         }
         Message::Query(q) => {
@@ -979,7 +983,7 @@ mod tests {
             let frame = Bytes::from(frame.clone());
             let bytes = |d: Option<Decoded>| match d? {
                 Decoded::Request(parsed) => Some(parsed.borrow_owner().clone()),
-                Decoded::Reply(frame) => Some(frame),
+                Decoded::Reply(frame, _) => Some(frame),
             };
             let a = bytes(decode(1, *direction, &frame, &at_once));
             let b = bytes(decoder.decode(1, *direction, frame.clone(), &bulk));
