@@ -848,3 +848,77 @@ fn a_reply_nested_hundreds_of_thousands_deep_is_analysed_without_overflow() {
         "the large document was reported"
     );
 }
+
+/// WL203 counts a find's equality set by its shape once the shape has
+/// shown that its set follows from it: repeated finds of one shape count as
+/// the walk would count them, and `$in` (whose arity its shape does not
+/// record: `[x]` pins by equality, `[a, b]` does not) is walked every time.
+#[test]
+fn partition_key_advice_counts_equality_sets_by_shape_and_in_by_its_values() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let mut id = 0;
+    let mut send = |e: &mut Engine, body: bson::RawDocumentBuf| {
+        id += 1;
+        e.message(
+            5,
+            Direction::Request,
+            t,
+            Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+        );
+        let reply =
+            rawdoc! {"cursor": {"id": 0i64, "ns": "blog.posts", "firstBatch": []}, "ok": 1.0};
+        e.message(
+            5,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+        );
+    };
+    send(
+        &mut e,
+        rawdoc! {"shardCollection": "blog.posts", "key": {"postId": 1}, "$db": "admin"},
+    );
+    for i in 0..30 {
+        send(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {"userId": format!("u{i}")}, "$db": "blog"},
+        );
+    }
+    for _ in 0..10 {
+        send(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {"postId": "p"}, "$db": "blog"},
+        );
+    }
+    for _ in 0..5 {
+        send(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {"userId": {"$in": ["x"]}}, "$db": "blog"},
+        );
+    }
+    for _ in 0..10 {
+        send(
+            &mut e,
+            rawdoc! {"find": "posts", "filter": {"userId": {"$in": ["a", "b"]}}, "$db": "blog"},
+        );
+    }
+    e.tick(Instant::now());
+    let k = k.lock().unwrap();
+    let f = k
+        .findings
+        .all()
+        .find(|f| f.rule == "WL203")
+        .expect("WL203 on blog.posts");
+    assert_eq!(f.namespace, "blog.posts");
+    assert_eq!(f.evidence["suggested_key"], serde_json::json!(["userId"]));
+    assert_eq!(f.evidence["operations"], serde_json::json!(55));
+    // 30 equalities and 5 one-value $in of 55 finds.
+    assert_eq!(
+        f.evidence["single_partition_share"],
+        serde_json::json!(0.636),
+        "{}",
+        f.message
+    );
+}

@@ -492,6 +492,28 @@ fn walk_pins_in<'a>(
     }
 }
 
+/// Whether the paths `filter` pins by equality follow from what a shape
+/// records of it (`shape::hash_of_command`: its keys, its operators' keys
+/// and its values' types), so that every filter of one shape pins the
+/// same paths: no top-level `$` key (`$and` branches past a shape's
+/// sixteen items, `$or`, `$expr`), and no `$in` in a field's operators (a
+/// shape does not record an `$in`'s arity: `[7]` pins by equality, `[1, 2]`
+/// does not).
+/// (A key that is not UTF-8 ends a shape's walk: such a filter is not
+/// said to follow from it.)
+pub fn equality_paths_follow_from_shape(filter: &RawDocument) -> bool {
+    let plain = |key: &[u8]| crate::wire::bson_walk::utf8(key).is_some();
+    elements(filter.as_bytes()).all(|e| {
+        e.is_ok_and(|e| {
+            e.key.first() != Some(&b'$')
+                && plain(e.key)
+                && (e.element_type != 0x03
+                    || elements(e.value)
+                        .all(|op| op.is_ok_and(|op| op.key != b"$in" && plain(op.key))))
+        })
+    })
+}
+
 fn value_pin(v: Value<'_>) -> Option<Pin> {
     match v {
         Value::Document(d) => {
@@ -688,6 +710,66 @@ mod tests {
         for (filter, r, c) in cases {
             assert_eq!(classify(&filter, &ranged), r, "ranged {filter:?}");
             assert_eq!(classify(&filter, &cosmos), c, "cosmos {filter:?}");
+        }
+    }
+
+    /// What `equality_paths_follow_from_shape` promises (WL203 counts a
+    /// find's equality set by its shape on that promise): finds of one
+    /// shape for which it holds pin the same paths by equality. The pairs
+    /// differ only in values, so each pair has one shape; the filters it
+    /// must refuse are those whose paths differ within their shape.
+    #[test]
+    fn equality_paths_that_follow_from_the_shape_are_the_same_for_every_value() {
+        use crate::analysis::shape;
+        use crate::wire::{op_msg, Message};
+        let paths_and_shape = |filter: &bson::RawDocumentBuf| {
+            let body = rawdoc! {"find": "c", "filter": filter.clone(), "$db": "d"};
+            let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+            let msg = Message::parse(&frame).unwrap();
+            let cmd = Command::parse(&msg).unwrap();
+            let mut paths: Vec<String> = Vec::new();
+            let filter = cmd.filter().unwrap();
+            walk_pins(filter, 0, &mut |p, pin| {
+                if pin == Pin::Eq {
+                    paths.push(p.to_string())
+                }
+            });
+            (
+                paths,
+                shape::hash_of_command(&cmd),
+                equality_paths_follow_from_shape(filter),
+            )
+        };
+        let follow = [
+            (rawdoc! {"_id": 1}, rawdoc! {"_id": 2}),
+            (rawdoc! {}, rawdoc! {}),
+            (
+                rawdoc! {"userId": "u1", "n": {"$gt": 1}},
+                rawdoc! {"userId": "u2", "n": {"$gt": 9}},
+            ),
+            (rawdoc! {"a": {"$eq": 1}}, rawdoc! {"a": {"$eq": 2}}),
+            (rawdoc! {"a": {"b": 1}}, rawdoc! {"a": {"c": [1]}}),
+            (rawdoc! {"tags": ["x"]}, rawdoc! {"tags": ["y", "z"]}),
+        ];
+        for (one, other) in &follow {
+            let (a, b) = (paths_and_shape(one), paths_and_shape(other));
+            assert_eq!(a.1, b.1, "one shape: {one:?} {other:?}");
+            assert!(a.2 && b.2, "follows from the shape: {one:?}");
+            assert_eq!(a.0, b.0, "same paths: {one:?} {other:?}");
+        }
+        // One shape, other paths: refused.
+        let differ = [
+            (rawdoc! {"a": {"$in": [1]}}, rawdoc! {"a": {"$in": [1, 2]}}),
+            (
+                rawdoc! {"$and": [{"a": {"$in": [1]}}]},
+                rawdoc! {"$and": [{"a": {"$in": [1, 2]}}]},
+            ),
+        ];
+        for (one, other) in &differ {
+            let (a, b) = (paths_and_shape(one), paths_and_shape(other));
+            assert_eq!(a.1, b.1, "one shape: {one:?} {other:?}");
+            assert_ne!(a.0, b.0, "other paths: {one:?} {other:?}");
+            assert!(!a.2 && !b.2, "refused: {one:?} {other:?}");
         }
     }
 

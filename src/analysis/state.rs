@@ -475,8 +475,11 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
         return;
     };
     if doc.arrays.is_empty() {
-        // Nothing to compare next time: no entry (most documents).
-        state.documents.remove(&id);
+        // Nothing to compare next time: no entry (most documents; in most
+        // namespaces the table stays empty and is not even hashed into).
+        if !state.documents.is_empty() {
+            state.documents.remove(&id);
+        }
         return;
     }
     let now: Vec<(u64, u32)> = doc

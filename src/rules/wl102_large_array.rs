@@ -44,6 +44,9 @@ impl Rule for LargeArray {
         source: DocSource,
         cx: &mut RuleContext<'_>,
     ) {
+        if doc.arrays.is_empty() {
+            return;
+        }
         let warn = cx.threshold(&META, op.namespace, "warn");
         for array in &doc.arrays {
             let (path, len) = (&array.path, array.len);

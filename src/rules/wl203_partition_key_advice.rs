@@ -13,7 +13,10 @@
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::budget::Weight;
-use crate::analysis::partition::{equality_paths_into, filters, Partitioning};
+use crate::analysis::command::Kind;
+use crate::analysis::partition::{
+    equality_paths_follow_from_shape, equality_paths_into, filters, Partitioning,
+};
 use crate::analysis::shape::{fnv1a_continue, FNV1A_START};
 use serde_json::json;
 use smallvec::SmallVec;
@@ -98,7 +101,16 @@ impl Weight for Workload {
 #[derive(Default)]
 pub struct PartitionKeyAdvice {
     namespaces: RuleTable<String, Workload>,
+    /// (shape id, equality-set id) of finds whose set follows from their
+    /// shape (`equality_paths_follow_from_shape`), by the shape id's low
+    /// bits: a find of a shape seen before is not walked for its set.
+    /// Fixed size (allocated at the first find), so bounded by
+    /// construction; a slot taken by another shape is overwritten.
+    sets_by_shape: Vec<(u64, u64)>,
 }
+
+/// Slots of `PartitionKeyAdvice::sets_by_shape` (a power of two).
+const SHAPE_SLOTS: usize = 256;
 
 impl Rule for PartitionKeyAdvice {
     fn meta(&self) -> &'static RuleMeta {
@@ -110,8 +122,11 @@ impl Rule for PartitionKeyAdvice {
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
-        let filters = filters(op.cmd);
-        if filters.is_empty() && !op.cmd.kind.is_read() {
+        let find = op.cmd.kind == Kind::Find;
+        // (A find is a read, counted whatever its filter: its filter is
+        // read below, and only when its shape does not tell its set.)
+        let early = (!find).then(|| filters(op.cmd));
+        if early.as_ref().is_some_and(|f| f.is_empty()) && !op.cmd.kind.is_read() {
             return;
         }
         let w = self.namespaces.entry_ref(op.namespace, cx.pool);
@@ -123,6 +138,17 @@ impl Rule for PartitionKeyAdvice {
                 w.writes.count(how);
             }
         }
+        // A find's set, known from its shape: counted without a walk.
+        let slot = (op.shape.hash as usize) & (SHAPE_SLOTS - 1);
+        if let Some(&(shape, id)) = self.sets_by_shape.get(slot).filter(|_| find) {
+            if shape == op.shape.hash && shape != 0 {
+                if let Some((_, n)) = w.sets.get_mut(&id) {
+                    *n += 1;
+                    return;
+                }
+            }
+        }
+        let filters = early.unwrap_or_else(|| filters(op.cmd));
         // The set's strings are built only the first time it is seen.
         let mut paths: SmallVec<[&str; 8]> = SmallVec::new();
         for f in &filters {
@@ -133,6 +159,12 @@ impl Rule for PartitionKeyAdvice {
         let id = paths.iter().fold(FNV1A_START, |h, p| {
             fnv1a_continue(fnv1a_continue(h, p.as_bytes()), &[0])
         });
+        if find && filters.iter().all(|f| equality_paths_follow_from_shape(f)) {
+            if self.sets_by_shape.is_empty() {
+                self.sets_by_shape = vec![(0, 0); SHAPE_SLOTS];
+            }
+            self.sets_by_shape[slot] = (op.shape.hash, id);
+        }
         if let Some((_, n)) = w.sets.get_mut(&id) {
             *n += 1;
         } else if w.sets.len() < MAX_SETS {
