@@ -289,7 +289,9 @@ impl<'a> Command<'a> {
             }
             _ => return None,
         };
-        // One allocation: a command has a dozen fields.
+        // One allocation: a command has a dozen fields. (Not a SmallVec:
+        // a command must stay covariant in its lifetime to live beside its
+        // bytes in `engine::ParsedRequest`, and smallvec 1's is not.)
         let mut fields: Vec<Element<'a>> = Vec::with_capacity(16);
         fields.extend(
             elements(doc.as_bytes())
@@ -547,9 +549,9 @@ impl<'a> Command<'a> {
 
     /// The documents of an insert: the body's `documents` array or the
     /// kind-1 sequence of that name.
-    pub fn documents(&self) -> Vec<&'a RawDocument> {
+    pub fn documents(&self) -> Documents<'a> {
         if self.kind != Kind::Insert {
-            return Vec::new();
+            return Documents::new();
         }
         self.array_or_sequence("documents")
     }
@@ -672,14 +674,14 @@ impl<'a> Command<'a> {
             .into_iter()
             .filter_map(|d| d.get_str("ns").ok())
             .collect();
-        Some((ns, self.array_or_sequence("ops")))
+        Some((ns, self.array_or_sequence("ops").into_vec()))
     }
 
-    fn array_or_sequence(&self, key: &str) -> Vec<&'a RawDocument> {
+    fn array_or_sequence(&self, key: &str) -> Documents<'a> {
         if self.kind == Kind::Sensitive {
-            return Vec::new();
+            return Documents::new();
         }
-        let mut out: Vec<&'a RawDocument> = Vec::new();
+        let mut out = Documents::new();
         if let Some(array) = self.find(key.as_bytes()).filter(|e| e.element_type == 0x04) {
             out.extend(
                 elements(array.value)
@@ -705,6 +707,10 @@ impl<'a> Command<'a> {
         out
     }
 }
+
+/// An insert's documents (or an update's statements), inline up to four
+/// (most writes carry one): read without an allocation.
+pub type Documents<'a> = SmallVec<[&'a RawDocument; 4]>;
 
 fn sequences_of<'a>(msg: &OpMsg<'a>) -> Vec<(&'a str, &'a [u8])> {
     msg.sequences()

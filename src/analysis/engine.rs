@@ -820,6 +820,12 @@ fn data_namespace(cmd: &Command<'_>) -> Option<String> {
 /// the first of them.
 fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec<FindingEvent> {
     let (cmd, namespace) = (view.cmd, view.namespace);
+    // Only these carry documents or updates (`Command::documents`,
+    // `Command::updates`): the others, reads mostly, go to the request
+    // hooks at once.
+    if !matches!(cmd.kind, Kind::Insert | Kind::Update | Kind::FindAndModify) {
+        return k.with_rules(Hooks::REQUEST, |rule, cx| rule.on_request(view, cx));
+    }
     let ordered = cmd.ordered();
     let applied = |i: &usize| match failed.first() {
         None => true,
@@ -827,7 +833,7 @@ fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec
         Some(_) => failed.binary_search(i).is_err(),
     };
     let caps = &k.namespaces.caps;
-    let inserted: Vec<Doc<'_>> = cmd
+    let inserted: SmallVec<[Doc<'_>; 2]> = cmd
         .documents()
         .into_iter()
         .enumerate()
