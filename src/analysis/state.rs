@@ -508,7 +508,7 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     // (name, held an ObjectId or binary, the hash of a short scalar value),
     // on the stack for most documents (filled as read, not zeroed to the
     // cap first): a document allocates nothing here once its set is known.
-    let mut fields: SmallVec<[(&str, bool, Option<u64>); 16]> = SmallVec::new();
+    let mut fields: SmallVec<[(&str, bool, Option<RawBsonRef<'_>>); 16]> = SmallVec::new();
     let mut all_scalar = true;
     // Raw bytes: no decoding of values that are not hashed (a large
     // string is skipped by its length, not validated).
@@ -522,7 +522,10 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         if key != "_id" && matches!(e.element_type, 0x03 | 0x04) {
             all_scalar = false;
         }
+        // (`_id`'s values are never compared: unique per document, they
+        // tell nothing apart.)
         let scalar = match e.element_type {
+            _ if key == "_id" => None,
             0x02 if e.value.len() <= MAX_TAG_BYTES + 5 => e.as_str().map(RawBsonRef::String),
             0x10 => e
                 .value
@@ -532,11 +535,7 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
             0x08 => e.value.first().map(|b| RawBsonRef::Boolean(*b != 0)),
             _ => None,
         };
-        fields.push((
-            key,
-            matches!(e.element_type, 0x05 | 0x07),
-            scalar.map(value_hash),
-        ));
+        fields.push((key, matches!(e.element_type, 0x05 | 0x07), scalar));
     }
     let fields = &fields[..];
     // The set's key does not depend on the fields' order (a wrapping sum
@@ -570,15 +569,22 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     set.count += 1;
     set.all_scalar &= all_scalar;
     set.id_typed &= mask;
-    for (field, hash) in fields.iter().filter_map(|f| Some((f.0, f.2?))) {
+    // A value is hashed only while its field has room for it (a field
+    // of many values, a name or a count, costs no hash once full).
+    for (field, value) in fields.iter().filter_map(|f| Some((f.0, f.2?))) {
         let field = short_key(field);
         match set.values.iter_mut().find(|(f, _)| *f == field) {
             Some((_, hashes)) => {
-                if !hashes.contains(&hash) && hashes.len() < VALUES_PER_FIELD {
-                    hashes.push(hash);
+                if hashes.len() < VALUES_PER_FIELD {
+                    let hash = value_hash(value);
+                    if !hashes.contains(&hash) {
+                        hashes.push(hash);
+                    }
                 }
             }
-            None => set.values.push((field.into_owned(), vec![hash])),
+            None => set
+                .values
+                .push((field.into_owned(), vec![value_hash(value)])),
         }
     }
 }
@@ -600,6 +606,9 @@ pub fn value_hash(v: RawBsonRef<'_>) -> u64 {
         RawBsonRef::Document(d) => h(d.as_bytes()),
         RawBsonRef::Array(a) => h(a.as_bytes()),
         RawBsonRef::DateTime(d) => h(&d.timestamp_millis().to_le_bytes()),
+        // A flag (`active`, `deleted`) is a field set's commonest scalar:
+        // hashed as its byte, not formatted.
+        RawBsonRef::Boolean(b) => h(&[u8::from(b)]),
         other => h(format!("{other:?}").as_bytes()),
     }
 }
@@ -991,6 +1000,42 @@ mod tests {
             }
             assert_eq!(ns.id_owner(RawBsonRef::Int32(2)), None);
         }
+    }
+
+    /// A field set remembers up to eight distinct values per short scalar
+    /// field (a flag's two, a kind's few), none of `_id`'s (unique, they
+    /// tell nothing apart), and a value past the eighth changes nothing.
+    #[test]
+    fn a_field_set_remembers_a_few_values_per_field_and_none_of_the_ids() {
+        let caps = Caps::default();
+        let docs: Vec<bson::RawDocumentBuf> = (0..20)
+            .map(|i| {
+                bson::RawDocumentBuf::try_from(&bson::doc! {
+                    "_id": i, "n": i, "active": i % 2 == 0, "kind": if i < 3 { "a" } else { "b" }
+                })
+                .unwrap()
+            })
+            .collect();
+        let parsed: Vec<Doc<'_>> = docs.iter().map(|d| Doc::new(d, &caps)).collect();
+        let mut ns = Namespaces::default();
+        ns.observe_documents("d.c", &parsed);
+        let state = ns.get("d.c").unwrap();
+        let set = state.shapes()[0];
+        assert_eq!(set.count, 20);
+        let values = |field: &str| {
+            set.values
+                .iter()
+                .find(|(f, _)| f == field)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(values("_id"), None);
+        let first_eight: Vec<u64> = (0..8).map(|i| value_hash(RawBsonRef::Int32(i))).collect();
+        assert_eq!(values("n"), Some(first_eight));
+        let flags = [true, false].map(|b| value_hash(RawBsonRef::Boolean(b)));
+        assert_eq!(values("active"), Some(flags.to_vec()));
+        assert_ne!(flags[0], flags[1]);
+        assert_ne!(flags[0], value_hash(RawBsonRef::Int32(1)));
+        assert_eq!(values("kind").map(|v| v.len()), Some(2));
     }
 
     #[test]
