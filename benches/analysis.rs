@@ -86,7 +86,7 @@ impl Worker {
     /// for getMores, cursors left open.
     fn check_paired(&self, name: &str) {
         let k = self.knowledge.lock().unwrap();
-        let paired = if name == "getmore_batch" {
+        let paired = if name.starts_with("getmore_") {
             k.cursors.len() as u64 == CONNS
         } else {
             k.operations > 0
@@ -120,7 +120,9 @@ const DISTINCT: usize = 1000;
 /// `_id`, replied with one 1 KiB document), `insert_1kib` (one 1 KiB
 /// document with an ObjectId `_id` as drivers add, a new one on every
 /// iteration (see [`Ids`]); replied `{n: 1}`), `getmore_batch` (a getMore,
-/// replied with 10 documents of 1 KiB).
+/// replied with 10 documents of 1 KiB), `getmore_app_docs` (the same with
+/// 10 documents as applications store them: a dozen fields of the common
+/// types, an embedded document and an array, ~1 KiB each).
 fn typical(workload: &str) -> (Vec<Pair>, Vec<Pair>) {
     let pad = |n: usize| "x".repeat(n);
     // A reply answers its request (`responseTo`), as a server's does:
@@ -135,16 +137,34 @@ fn typical(workload: &str) -> (Vec<Pair>, Vec<Pair>) {
         ))
     };
     let cursor = |conn: u64| 77i64 + conn as i64;
+    let app = workload == "getmore_app_docs";
     let docs = |first: i32| {
         let mut batch = bson::RawArrayBuf::new();
         for k in 0..10 {
-            batch.push(bson::rawdoc! {"_id": first + k, "pad": pad(994)});
+            let id = first + k;
+            batch.push(if app {
+                bson::rawdoc! {
+                    "_id": bson::oid::ObjectId::from_bytes([(id % 251) as u8; 12]),
+                    "userId": format!("user-{}", id % 97),
+                    "title": format!("A post title number {id}"),
+                    "status": if id % 3 == 0 { "draft" } else { "published" },
+                    "active": id % 2 == 0,
+                    "views": id * 7,
+                    "score": 4.5,
+                    "createdAt": bson::DateTime::from_millis(1_700_000_000_000 + id as i64),
+                    "tags": ["rust", "mongodb", "modelling"],
+                    "author": {"name": "Ada", "email": "ada@example.com"},
+                    "body": pad(700),
+                }
+            } else {
+                bson::rawdoc! {"_id": id, "pad": pad(994)}
+            });
         }
         batch
     };
     // The getMores' cursors, each opened by a find on its connection.
     let setup = match workload {
-        "getmore_batch" => (1..=CONNS)
+        "getmore_batch" | "getmore_app_docs" => (1..=CONNS)
             .map(|conn| {
                 let id = -(conn as i32);
                 let request = bson::rawdoc! {"find": "cursor", "filter": {}, "batchSize": 10i32, "$db": "bench"};
@@ -166,7 +186,7 @@ fn typical(workload: &str) -> (Vec<Pair>, Vec<Pair>) {
                     bson::rawdoc! {"insert": "ins", "documents": [{"_id": bson::oid::ObjectId::from_bytes(ID_MARK), "n": id, "pad": pad(970)}], "$db": "bench"},
                     bson::rawdoc! {"n": 1i32, "ok": 1.0},
                 ),
-                "getmore_batch" => (
+                "getmore_batch" | "getmore_app_docs" => (
                     bson::rawdoc! {"getMore": cursor(conn), "collection": "cursor", "batchSize": 10i32, "$db": "bench"},
                     bson::rawdoc! {"cursor": {"id": cursor(conn), "ns": "bench.cursor", "nextBatch": docs(id * 10)}, "ok": 1.0},
                 ),
@@ -205,7 +225,12 @@ fn main() {
     divan::main();
 }
 
-const TYPICAL: [&str; 3] = ["find_by_id", "insert_1kib", "getmore_batch"];
+const TYPICAL: [&str; 4] = [
+    "find_by_id",
+    "insert_1kib",
+    "getmore_batch",
+    "getmore_app_docs",
+];
 
 /// The ObjectId a typical insert is built with, rewritten before each use.
 const ID_MARK: [u8; 12] = [0xA5; 12];

@@ -114,7 +114,7 @@ pub struct NamespaceState {
     pub doc_sizes: SizeHist,
     pub arrays: Lru<String, ArrayStats>,
     /// Hashed document id → (hashed path, length) of its arrays.
-    documents: Lru<u64, Vec<(u64, u32)>>,
+    documents: Lru<u64, LastLengths>,
     /// Array paths the application bounds by design: `$push` with `$each`
     /// and `$slice`, or the bucket pattern (a counter bound in the filter).
     pub bounded_paths: Lru<String, ()>,
@@ -165,7 +165,7 @@ impl NamespaceState {
             }),
             documents: Lru::in_pool(caps.documents_per_namespace, p(), |_, _| {
                 // A document's arrays, up to ARRAYS_PER_DOCUMENT of them.
-                std::mem::size_of::<(u64, Vec<(u64, u32)>)>()
+                std::mem::size_of::<(u64, LastLengths)>()
                     + ARRAYS_PER_DOCUMENT * std::mem::size_of::<(u64, u32)>()
                     + ENTRY_OVERHEAD
             }),
@@ -195,6 +195,11 @@ impl NamespaceState {
 pub const SIZE_HIST_HEAP: usize = 1536;
 /// Arrays remembered per document for growth detection.
 const ARRAYS_PER_DOCUMENT: usize = 16;
+
+/// A document's arrays' lengths when last seen, by a hash of their paths:
+/// inline up to two, so that remembering a document allocates nothing for
+/// most documents.
+type LastLengths = SmallVec<[(u64, u32); 2]>;
 /// Distinct top-level field sets remembered per namespace.
 const FIELD_SETS_PER_NAMESPACE: usize = 64;
 /// Top-level fields of a document looked at for its field set.
@@ -440,7 +445,7 @@ fn record_written_lengths(state: &mut NamespaceState, id: u64, update: &RawDocum
 /// lengths, and as growth when it is longer than last seen.
 fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
     let h = fnv1a(path.as_bytes());
-    let arrays = state.documents.get_or_insert_with(&id, Vec::new);
+    let arrays = state.documents.get_or_insert_with(&id, LastLengths::new);
     let before = match arrays.iter_mut().find(|(p, _)| *p == h) {
         Some((_, l)) => Some(std::mem::replace(l, len)),
         None => {
@@ -482,7 +487,7 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
         }
         return;
     }
-    let now: Vec<(u64, u32)> = doc
+    let now: LastLengths = doc
         .arrays
         .iter()
         .filter(|a| !a.path.contains('$'))
@@ -501,7 +506,7 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
             }
         }
     }
-    *state.documents.get_or_insert_with(&id, Vec::new) = now;
+    *state.documents.get_or_insert_with(&id, LastLengths::new) = now;
 }
 
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
