@@ -916,6 +916,9 @@ impl ReplyIndex {
             fields: [(0, 0); 6],
         };
         if RawDocument::from_bytes(body).is_err() {
+            if strict {
+                return Err(WireError::InvalidBson("reply document's length or end"));
+            }
             return Ok(None);
         }
         for e in elements(body) {
