@@ -272,14 +272,36 @@ impl<'a> Command<'a> {
     /// The command of a request message (OP_MSG body, or OP_QUERY on
     /// `db.$cmd`). `None` for replies and legacy CRUD opcodes.
     pub fn parse(message: &Message<'a>) -> Option<Command<'a>> {
+        Self::parse_walking(message, false).ok().flatten()
+    }
+
+    /// [`parse`](Self::parse), whose walk of an OP_MSG body's top level is
+    /// also the decoder's check of it: every element is read, and one that
+    /// is not valid BSON is an error rather than the end of the fields (the
+    /// body's nesting is the decoder's to check: `bson_walk::check_nesting`).
+    pub fn parse_checked(message: &Message<'a>) -> Result<Option<Command<'a>>, WireError> {
+        Self::parse_walking(message, true)
+    }
+
+    fn parse_walking(
+        message: &Message<'a>,
+        strict: bool,
+    ) -> Result<Option<Command<'a>>, WireError> {
         let (doc, db, sequences, trace_context) = match message {
-            Message::Msg(msg) => {
-                let body = RawDocument::from_bytes(msg.body).ok()?;
-                (body, None, sequences_of(msg), msg.trace_context)
-            }
+            Message::Msg(msg) => match RawDocument::from_bytes(msg.body) {
+                Ok(body) => (body, None, sequences_of(msg), msg.trace_context),
+                Err(_) if strict => {
+                    return Err(WireError::InvalidBson("command document's length or end"))
+                }
+                Err(_) => return Ok(None),
+            },
             Message::Query(q) if q.is_command() => {
-                let body = RawDocument::from_bytes(q.command()).ok()?;
-                let name = std::str::from_utf8(q.full_collection_name).ok()?;
+                let Ok(body) = RawDocument::from_bytes(q.command()) else {
+                    return Ok(None);
+                };
+                let Ok(name) = std::str::from_utf8(q.full_collection_name) else {
+                    return Ok(None);
+                };
                 (
                     body,
                     Some(name.strip_suffix(".$cmd").unwrap_or(name)),
@@ -287,17 +309,37 @@ impl<'a> Command<'a> {
                     None,
                 )
             }
-            _ => return None,
+            _ => return Ok(None),
         };
         // One allocation: a command has a dozen fields. (Not a SmallVec:
         // a command must stay covariant in its lifetime to live beside its
         // bytes in `engine::ParsedRequest`, and smallvec 1's is not.)
         let mut fields: Vec<Element<'a>> = Vec::with_capacity(16);
-        fields.extend(
-            elements(doc.as_bytes())
-                .map_while(Result::ok)
-                .take(MAX_FIELDS),
-        );
+        if strict && matches!(message, Message::Msg(_)) {
+            for e in elements(doc.as_bytes()) {
+                let e = e?;
+                if fields.len() < MAX_FIELDS {
+                    fields.push(e);
+                }
+            }
+        } else {
+            fields.extend(
+                elements(doc.as_bytes())
+                    .map_while(Result::ok)
+                    .take(MAX_FIELDS),
+            );
+        }
+        Ok(Self::indexed(doc, db, sequences, trace_context, fields))
+    }
+
+    /// The command whose body's top-level fields are `fields`.
+    fn indexed(
+        doc: &'a RawDocument,
+        db: Option<&'a str>,
+        sequences: Vec<(&'a str, &'a [u8])>,
+        trace_context: Option<&'a [u8]>,
+        mut fields: Vec<Element<'a>>,
+    ) -> Option<Command<'a>> {
         let name = crate::wire::bson_walk::utf8(fields.first()?.key)?;
         let kind = Kind::of(name);
         let db = db.unwrap_or_else(|| {

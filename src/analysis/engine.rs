@@ -50,7 +50,8 @@ impl ParsedRequest {
 
     /// Parses a whole, uncompressed request once: `check` sees the message
     /// (and the bytes it was parsed from) first, and its command is read
-    /// only if the check passes.
+    /// only if the check passes; the command's walk of an OP_MSG body's top
+    /// level completes the check (`Command::parse_checked`).
     pub fn checked(
         frame: Bytes,
         check: impl FnOnce(&Message<'_>, &[u8]) -> Result<(), wire::WireError>,
@@ -58,7 +59,7 @@ impl ParsedRequest {
         ParsedRequest::try_new(frame, |bytes| {
             let message = Message::parse(bytes)?;
             check(&message, bytes)?;
-            Ok(Command::parse(&message))
+            Command::parse_checked(&message)
         })
     }
 

@@ -861,8 +861,10 @@ fn check_message(
             }
             // (A reply's top level is checked where its fields are found:
             // `ReplyIndex::of`.)
+            // (A request body's top level is checked by the walk that
+            // indexes its command: `Command::parse_checked`.)
             if tally.request {
-                wire::bson_walk::check_document(msg.body, MAX_NESTING)?;
+                wire::bson_walk::check_nesting(msg.body, MAX_NESTING)?;
                 for sequence in msg.sequences() {
                     for doc in sequence.documents() {
                         wire::bson_walk::check_nesting(doc?, MAX_NESTING)?;
@@ -1008,6 +1010,52 @@ mod tests {
 
     /// A worker that falls behind makes the queue drop (and count) what
     /// exceeds its byte budget; nothing waits and memory stays bounded.
+    /// A request body's top level is checked by the walk that indexes its
+    /// command: every element, past the fields a command keeps too; a
+    /// broken one is an `invalid_bson` decode error and nothing is handed
+    /// to the engine. A whole body decodes to the command a lenient parse
+    /// reads.
+    #[test]
+    fn a_request_body_is_checked_by_the_walk_that_indexes_its_command() {
+        use crate::analysis::command::Command;
+        let stats = Stats::default();
+        let decoded_command = |body: &bson::RawDocumentBuf| {
+            let frame = Bytes::from(wire::op_msg::encode(1, 0, 0, body.as_bytes(), &[]));
+            match decode(1, Direction::Request, &frame, &stats) {
+                Some(Decoded::Request(parsed)) => {
+                    let msg = Message::parse(parsed.borrow_owner()).unwrap();
+                    let lenient = Command::parse(&msg).map(|c| format!("{c:?}"));
+                    let checked = parsed.borrow_dependent().as_ref().map(|c| format!("{c:?}"));
+                    assert_eq!(checked, lenient);
+                    checked.is_some()
+                }
+                _ => false,
+            }
+        };
+        let good = bson::rawdoc! {"find": "c", "filter": {"a": 1}, "limit": 1, "$db": "d"};
+        assert!(decoded_command(&good));
+        assert!(stats.snapshot().decode_errors.is_empty());
+
+        // 70 fields (a command keeps 64), the last one's string length
+        // running past the document.
+        let mut wide = bson::doc! {"find": "c"};
+        for i in 0..68 {
+            wide.insert(format!("f{i}"), i);
+        }
+        wide.insert("$db", "d");
+        let mut bytes = bson::RawDocumentBuf::try_from(&wide).unwrap().into_bytes();
+        let len_at = bytes.len() - 1 - 2 - 4;
+        assert_eq!(
+            &bytes[len_at..len_at + 4],
+            &2i32.to_le_bytes(),
+            "$db's length"
+        );
+        bytes[len_at..len_at + 4].copy_from_slice(&200i32.to_le_bytes());
+        let broken = bson::RawDocumentBuf::from_bytes(bytes).unwrap();
+        assert!(!decoded_command(&broken));
+        assert_eq!(stats.snapshot().decode_errors.get("invalid_bson"), Some(&1));
+    }
+
     #[test]
     fn a_flood_of_large_messages_is_dropped_beyond_the_byte_budget() {
         let stats = Arc::new(Stats::default());

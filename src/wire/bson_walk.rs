@@ -365,16 +365,6 @@ pub fn check_nesting(doc: &[u8], limit: usize) -> Result<(), WireError> {
     nesting_depth(doc, limit).map(|_| ())
 }
 
-/// `Ok` when `doc`'s top-level elements are well formed (as [`elements`]
-/// reads them) and it nests no deeper than `limit`: one walk, the nesting
-/// walk's when the document is long enough to nest that deep.
-pub fn check_document(doc: &[u8], limit: usize) -> Result<(), WireError> {
-    if doc.len() < 5 + 7 * limit {
-        return elements(doc).try_for_each(|e| e.map(|_| ()));
-    }
-    nesting_depth(doc, limit).map(|_| ())
-}
-
 /// The first element of `doc` named `key` (the one the server reads when
 /// a key is repeated), looked for up to the first malformed element.
 #[inline]
