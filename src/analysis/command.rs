@@ -1083,6 +1083,10 @@ impl<'a> Reply<'a> {
 
     /// Which statements failed (`writeErrors[].index`), in order.
     pub fn write_error_indices(&self) -> Vec<usize> {
+        // (Most replies have none: nothing to walk or sort.)
+        if self.write_errors.is_none() {
+            return Vec::new();
+        }
         let mut out: Vec<usize> = self
             .write_errors()
             .filter_map(|d| field(d, b"index").and_then(|e| element_number(&e)))
@@ -1095,6 +1099,9 @@ impl<'a> Reply<'a> {
 
     /// Codes of per-statement write errors.
     pub fn write_error_codes(&self) -> Vec<i32> {
+        if self.write_errors.is_none() {
+            return Vec::new();
+        }
         self.write_errors()
             .filter_map(|d| field(d, b"code").and_then(|e| element_i32(&e)))
             .collect()
