@@ -200,6 +200,7 @@ const ARRAYS_PER_DOCUMENT: usize = 16;
 /// inline up to two, so that remembering a document allocates nothing for
 /// most documents.
 type LastLengths = SmallVec<[(u64, u32); 2]>;
+
 /// Distinct top-level field sets remembered per namespace.
 const FIELD_SETS_PER_NAMESPACE: usize = 64;
 /// Top-level fields of a document looked at for its field set.
@@ -510,7 +511,7 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
 }
 
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
-    // (name, held an ObjectId or binary, the hash of a short scalar value),
+    // (name, held an ObjectId or binary, a short scalar value),
     // on the stack for most documents (filled as read, not zeroed to the
     // cap first): a document allocates nothing here once its set is known.
     let mut fields: SmallVec<[(&str, bool, Option<RawBsonRef<'_>>); 16]> = SmallVec::new();
