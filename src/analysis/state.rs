@@ -8,7 +8,7 @@
 pub use super::budget::Lru;
 use super::budget::{self, short_key, HashCache, Pool, ENTRY_OVERHEAD};
 use super::command::{fold_path, is_bucketed, is_sliced_element};
-use super::shape::fnv1a;
+use super::shape::{fnv1a, FNV1A_START};
 use crate::wire::bson_walk;
 use bson::{RawBsonRef, RawDocument};
 use smallvec::SmallVec;
@@ -139,7 +139,17 @@ pub struct FieldSet {
     /// Per field, hashes of the string values seen (up to 8): what tells
     /// documents apart.
     pub values: Vec<(String, Vec<u64>)>,
+    /// The field order last seen: for the document's `i`-th field, its
+    /// index in `fields` and in `values` ([`UNKNOWN`] for none yet), and
+    /// a hash of that order. A document in the same order (nearly every
+    /// one an application writes) finds its fields' entries without a
+    /// search by name.
+    order: Vec<(u8, u8)>,
+    order_hash: u64,
 }
+
+/// No entry (yet) in a field set's `fields` or `values`.
+const UNKNOWN: u8 = u8::MAX;
 
 /// Distinct values remembered per field of a field set.
 const VALUES_PER_FIELD: usize = 8;
@@ -177,6 +187,8 @@ impl NamespaceState {
                 let per_field = 2 * std::mem::size_of::<String>()
                     + std::mem::size_of::<Vec<u64>>()
                     + VALUES_PER_FIELD * 8;
+                // (and its place in the order last seen)
+                let per_field = per_field + std::mem::size_of::<(u8, u8)>();
                 std::mem::size_of::<(u64, FieldSet)>()
                     + set
                         .fields
@@ -516,22 +528,32 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
     // cap first): a document allocates nothing here once its set is known.
     let mut fields: SmallVec<[(&str, bool, Option<RawBsonRef<'_>>); 16]> = SmallVec::new();
     let mut all_scalar = true;
+    // The set's key does not depend on the fields' order (a wrapping sum
+    // of their names' hashes, and their number), so a document's fields
+    // are not sorted; the names are, once, when the set is new. The
+    // order's own hash finds the fields' entries (below).
+    let mut key = 0u64;
+    let mut order_hash = FNV1A_START;
     // Raw bytes: no decoding of values that are not hashed (a large
     // string is skipped by its length, not validated).
     for e in bson_walk::elements(doc.as_bytes())
         .map_while(Result::ok)
         .take(FIELDS_PER_SET)
     {
-        let Some(key) = bson_walk::utf8(e.key) else {
+        let Some(key_str) = bson_walk::utf8(e.key) else {
             continue;
         };
-        if key != "_id" && matches!(e.element_type, 0x03 | 0x04) {
+        let name_hash = fnv1a(e.key);
+        key = key.wrapping_add(name_hash);
+        order_hash = (order_hash ^ name_hash).wrapping_mul(0x0100_0000_01b3);
+        let is_id = key_str == "_id";
+        if !is_id && matches!(e.element_type, 0x03 | 0x04) {
             all_scalar = false;
         }
         // (`_id`'s values are never compared: unique per document, they
         // tell nothing apart.)
         let scalar = match e.element_type {
-            _ if key == "_id" => None,
+            _ if is_id => None,
             0x02 if e.value.len() <= MAX_TAG_BYTES + 5 => e.as_str().map(RawBsonRef::String),
             0x10 => e
                 .value
@@ -541,17 +563,10 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
             0x08 => e.value.first().map(|b| RawBsonRef::Boolean(*b != 0)),
             _ => None,
         };
-        fields.push((key, matches!(e.element_type, 0x05 | 0x07), scalar));
+        fields.push((key_str, matches!(e.element_type, 0x05 | 0x07), scalar));
     }
     let fields = &fields[..];
-    // The set's key does not depend on the fields' order (a wrapping sum
-    // of their names' hashes, and their number), so a document's fields
-    // are not sorted; the names are, once, when the set is new.
-    let key = fields
-        .iter()
-        .fold(fields.len() as u64, |sum, (field, _, _)| {
-            sum.wrapping_add(fnv1a(field.as_bytes()))
-        });
+    let key = key.wrapping_add(fields.len() as u64);
     let set = state.field_sets.get_or_insert_with(&key, || {
         let mut names: Vec<String> = fields.iter().map(|f| short_key(f.0).into_owned()).collect();
         names.sort_unstable();
@@ -561,38 +576,74 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
             all_scalar: true,
             id_typed: u64::MAX,
             values: Vec::new(),
+            order: Vec::new(),
+            order_hash: 0,
         }
     });
+    set.count += 1;
+    set.all_scalar &= all_scalar;
+    if !fields.iter().any(|f| f.1 || f.2.is_some()) {
+        // No reference by type, no value to remember.
+        set.id_typed = 0;
+        return;
+    }
+    // Each field's entries, searched by name only when the order is new.
+    if set.order_hash != order_hash || set.order.len() != fields.len() {
+        let order = fields
+            .iter()
+            .map(|f| {
+                let name = short_key(f.0);
+                (
+                    index_of(set.fields.iter(), &name),
+                    index_of(set.values.iter().map(|v| &v.0), &name),
+                )
+            })
+            .collect();
+        set.order = order;
+        set.order_hash = order_hash;
+    }
     // Bit i: the set's i-th (sorted) field held an ObjectId or binary.
     let mask = fields
         .iter()
-        .filter(|f| f.1)
-        .filter_map(|f| {
-            let name = short_key(f.0);
-            set.fields.iter().position(|s| *s == name)
-        })
-        .fold(0u64, |m, i| if i < 64 { m | 1 << i } else { m });
-    set.count += 1;
-    set.all_scalar &= all_scalar;
+        .zip(&set.order)
+        .filter(|(f, (i, _))| f.1 && *i < 64)
+        .fold(0u64, |m, (_, (i, _))| m | 1 << i);
     set.id_typed &= mask;
     // A value is hashed only while its field has room for it (a field
     // of many values, a name or a count, costs no hash once full).
-    for (field, value) in fields.iter().filter_map(|f| Some((f.0, f.2?))) {
-        let field = short_key(field);
-        match set.values.iter_mut().find(|(f, _)| *f == field) {
-            Some((_, hashes)) => {
-                if hashes.len() < VALUES_PER_FIELD {
-                    let hash = value_hash(value);
-                    if !hashes.contains(&hash) {
-                        hashes.push(hash);
-                    }
+    for (i, f) in fields.iter().enumerate() {
+        let Some(value) = f.2 else {
+            continue;
+        };
+        let mut slot = set.order[i].1;
+        if slot == UNKNOWN {
+            // A field whose first value this is (or one named twice).
+            let field = short_key(f.0);
+            slot = match set.values.iter().position(|(s, _)| *s == field) {
+                Some(at) => at as u8,
+                None if set.values.len() < usize::from(UNKNOWN) => {
+                    set.values.push((field.into_owned(), Vec::new()));
+                    (set.values.len() - 1) as u8
                 }
+                None => continue,
+            };
+            set.order[i].1 = slot;
+        }
+        let hashes = &mut set.values[usize::from(slot)].1;
+        if hashes.len() < VALUES_PER_FIELD {
+            let hash = value_hash(value);
+            if !hashes.contains(&hash) {
+                hashes.push(hash);
             }
-            None => set
-                .values
-                .push((field.into_owned(), vec![value_hash(value)])),
         }
     }
+}
+
+/// Where `name` first is among `names`, or [`UNKNOWN`].
+fn index_of<'a>(mut names: impl Iterator<Item = &'a String>, name: &str) -> u8 {
+    names
+        .position(|s| s == name)
+        .map_or(UNKNOWN, |i| i.min(usize::from(UNKNOWN)) as u8)
 }
 
 /// A hash of a value for equality tests inside wirelint (values are never
@@ -1042,6 +1093,59 @@ mod tests {
         assert_ne!(flags[0], flags[1]);
         assert_ne!(flags[0], value_hash(RawBsonRef::Int32(1)));
         assert_eq!(values("kind").map(|v| v.len()), Some(2));
+    }
+
+    /// A set's fields are found by the order they were last seen in; a
+    /// document of the same fields in another order, or naming one twice,
+    /// records the same as a search by name would.
+    #[test]
+    fn a_field_set_reads_the_same_whatever_the_order_of_its_fields() {
+        let caps = Caps::default();
+        let oid = bson::oid::ObjectId::new();
+        let raw = |d: bson::Document| bson::RawDocumentBuf::try_from(&d).unwrap();
+        let docs = [
+            raw(bson::doc! {"_id": 1, "owner": oid, "kind": "a", "n": 1}),
+            raw(bson::doc! {"n": 2, "kind": "b", "owner": oid, "_id": 2}),
+            raw(bson::doc! {"_id": 3, "owner": oid, "kind": "c", "n": 3}),
+            raw(bson::doc! {"kind": "d", "_id": 4, "n": 4, "owner": oid}),
+        ];
+        let mut ns = Namespaces::default();
+        for d in &docs {
+            ns.observe_documents("d.c", &[Doc::new(d, &caps)]);
+        }
+        // A key named twice (BSON allows it): its values join one entry.
+        let mut twice = bson::RawDocumentBuf::new();
+        twice.append(bson::raw::cstr!("_id"), 5);
+        twice.append(bson::raw::cstr!("owner"), oid);
+        twice.append(bson::raw::cstr!("kind"), "e");
+        twice.append(bson::raw::cstr!("kind"), "f");
+        let mut other = bson::RawDocumentBuf::new();
+        other.append(bson::raw::cstr!("kind"), "g");
+        other.append(bson::raw::cstr!("kind"), "h");
+        other.append(bson::raw::cstr!("owner"), oid);
+        other.append(bson::raw::cstr!("_id"), 6);
+        for d in [&twice, &other] {
+            ns.observe_documents("d.c", &[Doc::new(d, &caps)]);
+        }
+        let state = ns.get("d.c").unwrap();
+        let sets = state.shapes();
+        assert_eq!(sets.len(), 2);
+        let four = sets.iter().find(|s| s.count == 4).unwrap();
+        assert_eq!(four.count, 4);
+        assert_eq!(four.fields, ["_id", "kind", "n", "owner"]);
+        // `owner` (index 3) always an ObjectId; `_id`, `kind`, `n` not.
+        assert_eq!(four.id_typed, 1 << 3);
+        let values = |set: &FieldSet, field: &str| {
+            let v = set.values.iter().filter(|(f, _)| f == field);
+            v.map(|(_, h)| h.len()).collect::<Vec<_>>()
+        };
+        assert_eq!(values(four, "kind"), [4]);
+        assert_eq!(values(four, "n"), [4]);
+        assert_eq!(values(four, "_id"), Vec::<usize>::new());
+        let dup = sets.iter().find(|s| s.count == 2).unwrap();
+        assert_eq!(dup.fields, ["_id", "kind", "kind", "owner"]);
+        assert_eq!(dup.id_typed, 1 << 3);
+        assert_eq!(values(dup, "kind"), [4]);
     }
 
     #[test]
