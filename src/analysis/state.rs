@@ -481,45 +481,44 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
     state.doc_sizes.record(doc.raw.as_bytes().len() as u64);
     state.documents_seen += 1;
     record_field_set(state, doc.raw);
-    for array in &doc.arrays {
-        state
-            .arrays
-            .get_or_insert_with(&array.path, ArrayStats::default)
-            .lengths
-            .record(array.len as u64);
-    }
-    // Growth: compare with what this document's arrays were last time.
-    let Some(id) = id else {
-        return;
-    };
-    if doc.arrays.is_empty() {
-        // Nothing to compare next time: no entry (most documents; in most
-        // namespaces the table stays empty and is not even hashed into).
-        if !state.documents.is_empty() {
-            state.documents.remove(&id);
+    // Growth: what this document's arrays were last time, swapped for
+    // what they are now (one lookup of the document).
+    let previous = match id {
+        Some(id) if !doc.arrays.is_empty() => {
+            let now: LastLengths = doc
+                .arrays
+                .iter()
+                .filter(|a| !a.path.contains('$'))
+                .take(ARRAYS_PER_DOCUMENT)
+                .map(|a| (fnv1a(a.path.as_bytes()), a.len))
+                .collect();
+            let last = state.documents.get_or_insert_with(&id, LastLengths::new);
+            Some(std::mem::replace(last, now))
         }
-        return;
-    }
-    let now: LastLengths = doc
-        .arrays
-        .iter()
-        .filter(|a| !a.path.contains('$'))
-        .take(ARRAYS_PER_DOCUMENT)
-        .map(|a| (fnv1a(a.path.as_bytes()), a.len))
-        .collect();
-    // Borrowed, not cloned: the arrays' table is another field.
-    if let Some(previous) = state.documents.get(&id) {
-        for ArrayInDoc { path, len, .. } in &doc.arrays {
-            let h = fnv1a(path.as_bytes());
-            if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
-                state
-                    .arrays
-                    .get_or_insert_with(path, ArrayStats::default)
-                    .observed(*before, *len);
+        Some(id) => {
+            // Nothing to compare next time: no entry (most documents; in
+            // most namespaces the table stays empty and is not even hashed
+            // into).
+            if !state.documents.is_empty() {
+                state.documents.remove(&id);
             }
+            None
+        }
+        None => None,
+    };
+    // Each array's lengths, and its growth since the document was last
+    // seen (a document seen for the first time has no previous lengths).
+    for ArrayInDoc { path, len, .. } in &doc.arrays {
+        let stats = state.arrays.get_or_insert_with(path, ArrayStats::default);
+        stats.lengths.record(*len as u64);
+        let Some(previous) = previous.as_ref().filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let h = fnv1a(path.as_bytes());
+        if let Some((_, before)) = previous.iter().find(|(p, _)| *p == h) {
+            stats.observed(*before, *len);
         }
     }
-    *state.documents.get_or_insert_with(&id, LastLengths::new) = now;
 }
 
 fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
