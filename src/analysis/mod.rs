@@ -1008,8 +1008,6 @@ mod tests {
         assert_eq!(a.messages["reply OP_MSG"], 100);
     }
 
-    /// A worker that falls behind makes the queue drop (and count) what
-    /// exceeds its byte budget; nothing waits and memory stays bounded.
     /// A request body's top level is checked by the walk that indexes its
     /// command: every element, past the fields a command keeps too; a
     /// broken one is an `invalid_bson` decode error and nothing is handed
@@ -1056,6 +1054,8 @@ mod tests {
         assert_eq!(stats.snapshot().decode_errors.get("invalid_bson"), Some(&1));
     }
 
+    /// A worker that falls behind makes the queue drop (and count) what
+    /// exceeds its byte budget; nothing waits and memory stays bounded.
     #[test]
     fn a_flood_of_large_messages_is_dropped_beyond_the_byte_budget() {
         let stats = Arc::new(Stats::default());

@@ -618,14 +618,14 @@ fn record_field_set(state: &mut NamespaceState, doc: &RawDocument) {
         if slot == UNKNOWN {
             // A field whose first value this is (or one named twice).
             let field = short_key(f.0);
-            slot = match set.values.iter().position(|(s, _)| *s == field) {
-                Some(at) => at as u8,
-                None if set.values.len() < usize::from(UNKNOWN) => {
-                    set.values.push((field.into_owned(), Vec::new()));
-                    (set.values.len() - 1) as u8
+            slot = index_of(set.values.iter().map(|v| &v.0), &field);
+            if slot == UNKNOWN {
+                if set.values.len() >= usize::from(UNKNOWN) {
+                    continue;
                 }
-                None => continue,
-            };
+                set.values.push((field.into_owned(), Vec::new()));
+                slot = (set.values.len() - 1) as u8;
+            }
             set.order[i].1 = slot;
         }
         let hashes = &mut set.values[usize::from(slot)].1;
