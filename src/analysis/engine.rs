@@ -10,7 +10,7 @@ use super::budget::{self, Charge, Lru, Pool};
 use super::command::{Command, Kind, Reply, ReplyIndex};
 use super::findings::FindingEvent;
 use super::follow_ups;
-use super::knowledge::{Knowledge, Origin};
+use super::knowledge::{Knowledge, Origin, ShapeOrigin};
 use super::partition;
 use super::patterns::{Invocation, NamedBy};
 use super::rule::{CompletedOp, DocSource, FollowUp, Hooks, OpView};
@@ -183,7 +183,11 @@ fn shorten(comment: &str) -> String {
 /// What an entry of `Engine::origins` holds: its shared strings (charged
 /// whole although the knowledge store holds the same ones).
 fn origin_weight(_: &(u64, u64), o: &Origin) -> usize {
-    o.pattern.len() + o.shape.text.len() + o.namespace.len() + budget::ENTRY_OVERHEAD
+    o.pattern.len()
+        + o.shape.text.len()
+        + o.namespace.len()
+        + std::mem::size_of::<ShapeOrigin>()
+        + budget::ENTRY_OVERHEAD
 }
 
 pub struct Engine {
@@ -311,14 +315,13 @@ impl Engine {
                 Some(c) => (Arc::from(shorten(c)), NamedBy::Comment),
                 None => (shape.text.clone(), NamedBy::Shape),
             };
-            Some(Origin {
+            Some(Origin::new(ShapeOrigin {
                 pattern,
                 named_by,
                 shape,
                 namespace: Arc::from(namespace),
-                partitioning: None,
                 whole: cmd.returns_stored_documents(),
-            })
+            }))
         };
         // bulkWrite's namespaces are not part of its shape.
         if cmd.kind == Kind::BulkWrite {
@@ -536,10 +539,13 @@ impl Engine {
     ) -> Option<partition::Partitioning> {
         let (pattern, shape, namespace) = (&origin.pattern, &origin.shape, &origin.namespace);
         let named_by = origin.named_by;
-        self.start_operation(conn, pattern, named_by, shape);
+        let finished = self.start_operation(conn, pattern, named_by, shape);
         let follow_up = self.follow_up(conn, at, cmd, namespace, pattern, named_by);
         let (events, partitioning) = {
             let mut k = lock(&self.knowledge);
+            if let Some(inv) = finished {
+                k.patterns.commit(&inv);
+            }
             k.operations += 1;
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
             let trace = cmd.trace_id();
@@ -672,8 +678,16 @@ impl Engine {
     }
 
     /// A new data operation: continue the connection's invocation or start
-    /// a new one.
-    fn start_operation(&mut self, conn: u64, pattern: &Arc<str>, named_by: NamedBy, shape: &Shape) {
+    /// a new one. Returns the invocation it ends, for the caller to commit
+    /// under the lock it takes anyway.
+    #[must_use]
+    fn start_operation(
+        &mut self,
+        conn: u64,
+        pattern: &Arc<str>,
+        named_by: NamedBy,
+        shape: &Shape,
+    ) -> Option<Invocation> {
         let state = self.conns.entry(conn).or_default();
         let continues = matches!(&state.current, Some(inv)
             if named_by == NamedBy::Comment && *inv.pattern == **pattern && inv.first_shape != shape.hash);
@@ -683,9 +697,9 @@ impl Engine {
             if inv.shapes.len() < 32 {
                 inv.shapes.push(shape.hash);
             }
-            return;
+            return None;
         }
-        let finished = state.current.replace(Invocation {
+        state.current.replace(Invocation {
             pattern: pattern.clone(),
             first_shape: shape.hash,
             round_trips: 1,
@@ -695,10 +709,7 @@ impl Engine {
             shapes: smallvec::smallvec![shape.hash],
             errors: Vec::new(),
             weight: 1 << self.sampling,
-        });
-        if let Some(inv) = finished {
-            lock(&self.knowledge).patterns.commit(&inv);
-        }
+        })
     }
 
     /// The connection closed: its invocation is complete.

@@ -25,6 +25,8 @@
 use super::budget::short_key;
 use super::command::{Command, Kind, Reply};
 use super::knowledge::Origin;
+#[cfg(test)]
+use super::knowledge::ShapeOrigin;
 use super::state::value_hash;
 use crate::wire::Message;
 use bson::{RawBsonRef, RawDocument};
@@ -406,14 +408,13 @@ mod tests {
     use bson::rawdoc;
 
     fn lead(docs: &[bson::RawDocumentBuf]) -> Lead {
-        let origin = Origin {
+        let origin = Origin::new(ShapeOrigin {
             pattern: "list".into(),
             named_by: crate::analysis::patterns::NamedBy::Shape,
             shape: Shape::new("find blog.posts {}".into()),
             namespace: "blog.posts".into(),
-            partitioning: None,
             whole: true,
-        };
+        });
         let mut l = Lead::new(Instant::now(), origin);
         let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
         l.add(Instant::now(), &refs);

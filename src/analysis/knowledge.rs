@@ -14,20 +14,46 @@ use super::state::{Caps, Namespaces};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// Where a cursor (and so its getMores) came from.
+/// Where a cursor (and so its getMores) came from: what the request's
+/// shape decided, shared (a copy is one reference count, not three: a
+/// pending request, a cursor and an N+1 lead each hold one), and how this
+/// operation met the partition key.
 #[derive(Clone, Debug)]
 pub struct Origin {
+    pub of_shape: Arc<ShapeOrigin>,
+    pub partitioning: Option<Partitioning>,
+}
+
+/// What a request's shape (and comment) decides, the same for every request
+/// of it.
+#[derive(Debug)]
+pub struct ShapeOrigin {
     pub pattern: Arc<str>,
     /// Whether the pattern is the application's name (`comment`) or the
     /// shape.
     pub named_by: NamedBy,
     pub shape: Shape,
     pub namespace: Arc<str>,
-    pub partitioning: Option<Partitioning>,
     /// Whether its replies (and its cursor's getMores) carry whole stored
     /// documents: a find or findAndModify without projection, a pipeline
     /// that only filters, sorts and cuts.
     pub whole: bool,
+}
+
+impl Origin {
+    pub fn new(of_shape: ShapeOrigin) -> Origin {
+        Origin {
+            of_shape: Arc::new(of_shape),
+            partitioning: None,
+        }
+    }
+}
+
+impl std::ops::Deref for Origin {
+    type Target = ShapeOrigin;
+    fn deref(&self) -> &ShapeOrigin {
+        &self.of_shape
+    }
 }
 
 /// Everything learnt from the traffic, shared by the workers.
