@@ -922,3 +922,68 @@ fn partition_key_advice_counts_equality_sets_by_shape_and_in_by_its_values() {
         f.message
     );
 }
+
+/// Requests awaiting replies are charged to the connections share: the
+/// most a connection's have come to, kept while it keeps sending, so that
+/// a connection in the steady state charges nothing per request; requests
+/// sent without waiting grow the charge, and a tick that finds none
+/// pending gives it all back.
+#[test]
+fn pending_requests_are_charged_at_their_most_until_a_tick_finds_none() {
+    let k = knowledge();
+    let pool = k.lock().unwrap().pools.connections.clone();
+    let mut e = Engine::new(k.clone(), None);
+    let find = |id: i32| {
+        let body = rawdoc! {"find": "c", "filter": {"_id": id}, "limit": 1, "$db": "d"};
+        Bytes::from(encode(id, 0, 0, body.as_bytes(), &[]))
+    };
+    let reply = |id: i32| {
+        let body = rawdoc! {"cursor": {"id": 0i64, "ns": "d.c", "firstBatch": batch(1)}, "ok": 1.0};
+        Bytes::from(encode(1000 + id, id, 0, body.as_bytes(), &[]))
+    };
+    let t = Instant::now();
+    // The first request of a shape also leaves what its shape decided.
+    e.message(1, Direction::Request, t, find(1));
+    e.message(1, Direction::Reply, t, reply(1));
+    e.tick(t);
+    let at_rest = pool.usage();
+    e.message(1, Direction::Request, t, find(2));
+    let one = pool.usage();
+    assert!(one.bytes > at_rest.bytes, "{at_rest:?} -> {one:?}");
+    assert_eq!(
+        one.entries,
+        at_rest.entries + 1,
+        "one charge per connection"
+    );
+    e.message(1, Direction::Reply, t, reply(2));
+    assert_eq!(pool.usage(), one, "answered: kept for the next request");
+    for id in 3..50 {
+        e.message(1, Direction::Request, t, find(id));
+        assert_eq!(pool.usage(), one, "request {id}: nothing new to charge");
+        e.message(1, Direction::Reply, t, reply(id));
+    }
+    // Three sent before any reply: charged for all three.
+    for id in 50..53 {
+        e.message(1, Direction::Request, t, find(id));
+    }
+    let three = pool.usage();
+    let each = one.bytes - at_rest.bytes;
+    assert_eq!(
+        three.bytes,
+        at_rest.bytes + 3 * each,
+        "{one:?} -> {three:?}"
+    );
+    assert_eq!(three.entries, one.entries);
+    e.tick(t);
+    assert_eq!(pool.usage(), three, "still pending: still charged");
+    for id in 50..53 {
+        e.message(1, Direction::Reply, t, reply(id));
+    }
+    e.tick(t);
+    assert_eq!(
+        pool.usage().bytes,
+        at_rest.bytes,
+        "none pending: all given back"
+    );
+    assert_eq!(pool.usage().entries, at_rest.entries);
+}

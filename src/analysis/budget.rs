@@ -222,6 +222,10 @@ impl Charge {
             bytes,
         }
     }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 impl Drop for Charge {

@@ -89,8 +89,8 @@ struct Pending {
     /// A data operation not learnt yet: its pattern, shape, state and rule
     /// hooks wait for a reply that says the server accepted it.
     learn: bool,
-    /// Its bytes, charged to the connections pool until it goes.
-    _charge: Option<Charge>,
+    /// Its bytes (see `ConnState::hold`).
+    bytes: usize,
 }
 
 impl Pending {
@@ -102,14 +102,23 @@ impl Pending {
             getmore,
             continuation: false,
             learn: false,
-            _charge: None,
+            bytes: 0,
         }
     }
 }
 
 #[derive(Default)]
 struct ConnState {
+    /// Requests awaiting replies: put in by `hold`, taken out by `take`.
     pending: FastMap<i32, Pending>,
+    /// The bytes of `pending`.
+    pending_bytes: usize,
+    /// What `pending` is charged to the connections pool: the most its
+    /// bytes have come to since the last tick found it empty. A request in
+    /// the steady state (one answered, the next sent) charges nothing new;
+    /// a charge per request was two atomic additions on a pool every worker
+    /// shares, two subtractions and a reference count each way.
+    pending_charge: Option<Charge>,
     current: Option<Invocation>,
     last_activity: Option<Instant>,
     /// The last list read on this connection, for N+1 detection.
@@ -118,6 +127,41 @@ struct ConnState {
     /// follow-up (a follow-up returning a list does not replace the list
     /// it follows).
     linked: bool,
+}
+
+impl ConnState {
+    /// Keeps `pending` until its reply; returns the request it replaces.
+    fn hold(&mut self, pool: &Arc<Pool>, request_id: i32, pending: Pending) -> Option<Pending> {
+        self.pending_bytes += pending.bytes;
+        if self.pending_charge.as_ref().map_or(0, Charge::bytes) < self.pending_bytes {
+            self.pending_charge = Some(Charge::new(pool, self.pending_bytes));
+        }
+        let replaced = self.pending.insert(request_id, pending);
+        if let Some(r) = &replaced {
+            self.pending_bytes -= r.bytes;
+        }
+        replaced
+    }
+
+    /// The request `request_id` answers, no longer pending.
+    fn take(&mut self, request_id: i32) -> Option<Pending> {
+        let taken = self.pending.remove(&request_id)?;
+        self.pending_bytes -= taken.bytes;
+        Some(taken)
+    }
+
+    /// Forgets the requests `keep` says no to.
+    fn retain(&mut self, mut keep: impl FnMut(&Pending) -> bool) {
+        self.pending.retain(|_, p| keep(p));
+        self.pending_bytes = self.pending.values().map(|p| p.bytes).sum();
+    }
+
+    /// Gives the pending requests' charge back if none is left.
+    fn settle(&mut self) {
+        if self.pending.is_empty() {
+            self.pending_charge = None;
+        }
+    }
 }
 
 /// The last list read (see `follow_ups`), and its bytes, charged to the
@@ -349,7 +393,7 @@ impl Engine {
         let Some(state) = self.conns.get_mut(&conn) else {
             return;
         };
-        let Some(mut pending) = state.pending.remove(&response_to) else {
+        let Some(mut pending) = state.take(response_to) else {
             return;
         };
         state.last_activity = Some(at);
@@ -650,7 +694,7 @@ impl Engine {
                 .min_by_key(|(_, p)| p.at)
                 .map(|(id, _)| *id)
             {
-                state.pending.remove(&oldest);
+                state.take(oldest);
                 forgotten += 1;
             }
         }
@@ -667,8 +711,8 @@ impl Engine {
                     o.pattern.len() + o.shape.text.len() + o.namespace.len()
                 })
                 + budget::ENTRY_OVERHEAD;
-            pending._charge = Some(Charge::new(&self.pool, bytes));
-            if state.pending.insert(request_id, pending).is_some() {
+            pending.bytes = bytes;
+            if state.hold(&self.pool, request_id, pending).is_some() {
                 forgotten += 1;
             }
         }
@@ -731,6 +775,7 @@ impl Engine {
         self.forget_stale(now);
         let mut done = Vec::new();
         for state in self.conns.values_mut() {
+            state.settle();
             // A list past its follow-up window holds no replies any more
             // (a getMore may still extend it, so it is indexed, not dropped).
             if let Some(lead) = state
@@ -770,7 +815,7 @@ impl Engine {
         let mut forgotten = 0u64;
         self.conns.retain(|_, state| {
             let before = state.pending.len();
-            state.pending.retain(|_, p| !stale(p.at));
+            state.retain(|p| !stale(p.at));
             forgotten += (before - state.pending.len()) as u64;
             let idle = state.last_activity.is_none_or(stale);
             if idle && state.pending.is_empty() {
