@@ -226,6 +226,17 @@ impl Charge {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Charges `bytes` from now on, the same entry: only the difference
+    /// moves (no second entry counted and given back, no reference count).
+    pub fn resize(&mut self, bytes: usize) {
+        if bytes > self.bytes {
+            self.pool.reserve(bytes - self.bytes);
+        } else {
+            self.pool.give_back(self.bytes - bytes, 0);
+        }
+        self.bytes = bytes;
+    }
 }
 
 impl Drop for Charge {

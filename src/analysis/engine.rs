@@ -109,7 +109,8 @@ impl Pending {
 
 #[derive(Default)]
 struct ConnState {
-    /// Requests awaiting replies: put in by `hold`, taken out by `take`.
+    /// Requests awaiting replies: put in by `hold`, taken out by `take`
+    /// and `retain` (which keep `pending_bytes`).
     pending: FastMap<i32, Pending>,
     /// The bytes of `pending`.
     pending_bytes: usize,
@@ -133,12 +134,14 @@ impl ConnState {
     /// Keeps `pending` until its reply; returns the request it replaces.
     fn hold(&mut self, pool: &Arc<Pool>, request_id: i32, pending: Pending) -> Option<Pending> {
         self.pending_bytes += pending.bytes;
-        if self.pending_charge.as_ref().map_or(0, Charge::bytes) < self.pending_bytes {
-            self.pending_charge = Some(Charge::new(pool, self.pending_bytes));
-        }
         let replaced = self.pending.insert(request_id, pending);
         if let Some(r) = &replaced {
             self.pending_bytes -= r.bytes;
+        }
+        match &mut self.pending_charge {
+            Some(c) if c.bytes() < self.pending_bytes => c.resize(self.pending_bytes),
+            Some(_) => {}
+            None => self.pending_charge = Some(Charge::new(pool, self.pending_bytes)),
         }
         replaced
     }
@@ -184,24 +187,24 @@ impl Lead {
     ) {
         let held = reply.is_some_and(|r| !pool.full() && self.list.hold(at, r, docs.len()));
         if held {
-            self.recharge(pool);
+            self.recharge();
         } else {
             self.list.add(at, docs);
         }
     }
 
     /// Hashes the replies it holds and gives their bytes back.
-    fn index_held(&mut self, pool: &Arc<Pool>) {
+    fn index_held(&mut self) {
         if self.list.held_bytes() > 0 {
             self.list.index_held();
-            self.recharge(pool);
+            self.recharge();
         }
     }
 
     /// Charges what it holds now: its fixed part and the replies held.
-    fn recharge(&mut self, pool: &Arc<Pool>) {
+    fn recharge(&mut self) {
         let bytes = follow_ups::Lead::max_bytes(&self.list.origin) + self.list.held_bytes();
-        self._charge = Charge::new(pool, bytes);
+        self._charge.resize(bytes);
     }
 }
 
@@ -651,7 +654,7 @@ impl Engine {
         let filter = cmd.filter()?;
         // (A find in the list's own collection never follows it up.)
         if *entry.list.origin.namespace != *namespace {
-            entry.index_held(&self.pool);
+            entry.index_held();
         }
         let lead = &mut entry.list;
         let link = lead.link(namespace, filter)?;
@@ -783,7 +786,7 @@ impl Engine {
                 .as_mut()
                 .filter(|l| now.saturating_duration_since(l.list.at) > follow_ups::FOLLOW_UP_WINDOW)
             {
-                lead.index_held(&self.pool);
+                lead.index_held();
             }
             let idle = state
                 .last_activity

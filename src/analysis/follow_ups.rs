@@ -25,8 +25,6 @@
 use super::budget::short_key;
 use super::command::{Command, Kind, Reply};
 use super::knowledge::Origin;
-#[cfg(test)]
-use super::knowledge::ShapeOrigin;
 use super::state::value_hash;
 use crate::wire::Message;
 use bson::{RawBsonRef, RawDocument};
@@ -404,6 +402,7 @@ fn field_asks<'a>(field: &str, v: RawBsonRef<'a>) -> Option<Asked<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::knowledge::ShapeOrigin;
     use crate::analysis::shape::Shape;
     use bson::rawdoc;
 
