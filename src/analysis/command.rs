@@ -288,13 +288,6 @@ impl<T: Copy, const N: usize> Inline<T, N> {
             Inline::Heap(heap) => heap.push(item),
         }
     }
-
-    fn clear(&mut self) {
-        match self {
-            Inline::Here { len, .. } => *len = 0,
-            Inline::Heap(heap) => heap.clear(),
-        }
-    }
 }
 
 impl<T: Copy, const N: usize> std::ops::Deref for Inline<T, N> {
