@@ -54,11 +54,14 @@ pub struct Stats {
     pub analysis_processed: CachePadded<AtomicU64>,
     pub analysis_dropped: AtomicU64,
     /// Messages not analysed because their connection was sampled out
-    /// (by `--analysis-share`, or while the analysis was behind; see
+    /// (by `--analysis-share`, over `--analysis-cpu`, or while the analysis was behind; see
     /// `analysis::AnalysisQueue`).
     pub analysis_shed: AtomicU64,
     /// The sampling level now: one connection in 2^level analysed.
     pub analysis_sampling: AtomicU64,
+    /// CPU time the analysis threads have run (ns), as each adds its own
+    /// at every tick (see `--analysis-cpu`).
+    pub analysis_cpu_nanos: AtomicU64,
     /// Bytes the forwarding buffers hold for large messages (see
     /// `proxy::session::BufferBudget`).
     pub buffer_bytes: AtomicU64,

@@ -104,23 +104,34 @@ fn bad_values_name_their_source() {
     assert!(err.contains("cannot listen on 256.0.0.1:1"), "{err}");
 }
 
-#[test]
-fn an_analysis_share_from_the_file_is_checked_and_named() {
+/// A `[proxy]` key whose value is refused: exit 2, and the error names the
+/// file and the key and shows a value to write instead.
+fn refused_in_the_file(key: &str, value: &str, instead: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wirelint.toml");
     std::fs::write(
         &path,
-        "[proxy]\nupstream = \"mongodb://127.0.0.1:1\"\nanalysis_share = \"1/3\"\n",
+        format!("[proxy]\nupstream = \"mongodb://127.0.0.1:1\"\n{key} = \"{value}\"\n"),
     )
     .unwrap();
     let (code, _, err) = run(wirelint().args(["proxy", "--config"]).arg(&path));
     assert_eq!(code, 2);
     assert!(
         err.contains(&path.display().to_string())
-            && err.contains("analysis_share")
-            && err.contains("\"1/4\""),
+            && err.contains(key)
+            && err.contains(&format!("\"{instead}\"")),
         "{err}"
     );
+}
+
+#[test]
+fn an_analysis_share_from_the_file_is_checked_and_named() {
+    refused_in_the_file("analysis_share", "1/3", "1/4");
+}
+
+#[test]
+fn an_analysis_cpu_budget_from_the_file_is_checked_and_named() {
+    refused_in_the_file("analysis_cpu", "10", "10%");
 }
 
 /// Starts the binary and waits for the line that gives its address.

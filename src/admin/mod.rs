@@ -452,7 +452,7 @@ pub fn render_metrics(state: &AdminState, report: &Report) -> String {
         &mut out,
         "wirelint_analysis_shed_total",
         "counter",
-        "Messages not analysed because their connection was sampled out (by --analysis-share, or while the analysis was behind).",
+        "Messages not analysed because their connection was sampled out (by --analysis-share, over --analysis-cpu, or while the analysis was behind).",
     );
     let _ = writeln!(out, "wirelint_analysis_shed_total {}", s.analysis_shed);
     family(

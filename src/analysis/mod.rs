@@ -81,6 +81,10 @@ pub struct Settings {
     /// analysed even while the analysis keeps up (`--analysis-share`; 0,
     /// every connection, unless set).
     pub min_sampling: u8,
+    /// The most of wirelint's CPU time the analysis threads may take, as
+    /// a fraction (`--analysis-cpu`; none: no cap): past it the sampling
+    /// level rises as under overload (see [`CpuBudget`]).
+    pub cpu_share: Option<f64>,
 }
 
 impl Default for Settings {
@@ -96,6 +100,7 @@ impl Default for Settings {
             caps: state::Caps::default(),
             partition_keys: Vec::new(),
             min_sampling: 0,
+            cpu_share: None,
         }
     }
 }
@@ -259,7 +264,10 @@ pub struct AnalysisQueue {
 /// requests with their replies, cursors with their getMores, an N+1's list
 /// with its follow-ups — and what the rules see stays consistent. After
 /// two seconds of queues under a tenth full it falls by one, down to the
-/// share the user set (`--analysis-share`, all by default). Forwarding is
+/// share the user set (`--analysis-share`, all by default). With a CPU
+/// budget (`--analysis-cpu`), a second in which the analysis took more of
+/// wirelint's CPU time than it allows raises the level too (see
+/// [`CpuBudget`]). Forwarding is
 /// never slowed: the check is one relaxed load per message, and a
 /// sampled-out message costs a counter increment.
 #[derive(Default)]
@@ -270,16 +278,110 @@ struct Sampling {
     floor: u8,
     dropped_seen: std::sync::atomic::AtomicU64,
     calm_ticks: std::sync::atomic::AtomicU32,
+    /// `--analysis-cpu`, when set.
+    cpu: Option<CpuBudget>,
 }
 
 impl Sampling {
-    fn from_floor(floor: u8) -> Sampling {
+    fn new(floor: u8, cpu_share: Option<f64>) -> Sampling {
         Sampling {
             level: AtomicU8::new(floor),
             floor,
+            cpu: cpu_share.map(|share| CpuBudget {
+                share,
+                floor: AtomicU8::new(0),
+                window: Mutex::new(CpuWindow {
+                    process: process_cpu_nanos(),
+                    ..CpuWindow::default()
+                }),
+            }),
             ..Sampling::default()
         }
     }
+
+    /// The level the calm path may not fall below: the user's share, or
+    /// what the CPU budget asks for now.
+    fn floor(&self) -> u8 {
+        let cpu = self.cpu.as_ref().map_or(0, |c| c.floor.load(Relaxed));
+        self.floor.max(cpu)
+    }
+}
+
+/// `--analysis-cpu`: the analysis threads' CPU time is compared with the
+/// whole process's once a second (each worker adds its own thread's time
+/// to `Stats::analysis_cpu_nanos` at every tick). Over the budget, the
+/// level rises by one at once and stays at least there; once a second
+/// finds that twice the analysis would still be under four fifths of the
+/// budget (two seconds running), it may fall by one again through the
+/// calm path. A window in which wirelint spent less than
+/// [`MIN_WINDOW_CPU`] is not judged: idle, there is nothing to save.
+struct CpuBudget {
+    /// The fraction of wirelint's CPU time allowed to the analysis.
+    share: f64,
+    /// The level the budget asks for: the calm path does not go below it.
+    floor: AtomicU8,
+    window: Mutex<CpuWindow>,
+}
+
+/// CPU times (ns) when the window began, and how far it has come.
+#[derive(Default)]
+struct CpuWindow {
+    process: u64,
+    analysis: u64,
+    ticks: u32,
+    /// Windows in a row that found room for twice the analysis.
+    roomy: u32,
+}
+
+/// Ticks per CPU window: one second.
+const CPU_WINDOW_TICKS: u32 = 4;
+/// Roomy windows in a row before the budget lets the level fall by one.
+const ROOMY_WINDOWS_BEFORE_LOWER: u32 = 2;
+/// Least CPU time (ns) wirelint must have spent in a window for it to be
+/// judged: 10 ms a second, 1 % of a core.
+const MIN_WINDOW_CPU: u64 = 10_000_000;
+
+/// What a window's CPU times say: the analysis's share over the budget,
+/// room for twice it (under four fifths of the budget), or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CpuVerdict {
+    Over,
+    Roomy,
+    Within,
+}
+
+fn cpu_verdict(process: u64, analysis: u64, budget: f64) -> CpuVerdict {
+    if process < MIN_WINDOW_CPU {
+        return CpuVerdict::Within;
+    }
+    let share = analysis as f64 / process as f64;
+    if share > budget {
+        CpuVerdict::Over
+    } else if 2.0 * share <= 0.8 * budget {
+        CpuVerdict::Roomy
+    } else {
+        CpuVerdict::Within
+    }
+}
+
+/// CPU time the calling thread has run, in nanoseconds.
+fn thread_cpu_nanos() -> u64 {
+    nanos(rustix::time::clock_gettime(
+        rustix::time::ClockId::ThreadCPUTime,
+    ))
+}
+
+/// CPU time every thread of this process has run, in nanoseconds.
+fn process_cpu_nanos() -> u64 {
+    nanos(rustix::time::clock_gettime(
+        rustix::time::ClockId::ProcessCPUTime,
+    ))
+}
+
+fn nanos(t: rustix::time::Timespec) -> u64 {
+    (t.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec.max(0) as u64)
 }
 
 /// Ticks of calm (queues under a tenth full, nothing dropped) before the
@@ -334,6 +436,12 @@ impl AnalysisQueue {
                 "analysing a share of the connections, as --analysis-share asks"
             );
         }
+        if let Some(share) = settings.cpu_share {
+            tracing::info!(
+                budget = format!("{:.1} %", share * 100.0),
+                "the analysis may take this share of wirelint's CPU time (--analysis-cpu); past it, it samples connections"
+            );
+        }
         let per_shard = (settings.queue_capacity / workers).max(1);
         let queued_bytes = Arc::new(AtomicUsize::new(0));
         let mut senders = Vec::with_capacity(workers);
@@ -362,7 +470,7 @@ impl AnalysisQueue {
                 max_bytes: settings
                     .queue_bytes
                     .min(budget::queue_share(settings.caps.memory)),
-                sampling: Arc::new(Sampling::from_floor(floor)),
+                sampling: Arc::new(Sampling::new(floor, settings.cpu_share)),
             },
             AnalysisWorkers(handles),
         )
@@ -395,10 +503,14 @@ impl AnalysisQueue {
         };
         let fill = count_fill.max(byte_fill);
         let level = s.level.load(Relaxed);
-        let next = if new_drops > 0 || fill >= 0.5 {
+        let cpu_over = self.judge_cpu(level);
+        let next = if let Some((at_least, _)) = cpu_over {
+            s.calm_ticks.store(0, Relaxed);
+            at_least.max(level)
+        } else if new_drops > 0 || fill >= 0.5 {
             s.calm_ticks.store(0, Relaxed);
             (level + 1).min(engine::MAX_SAMPLING_LEVEL)
-        } else if fill < 0.1 && level > s.floor {
+        } else if fill < 0.1 && level > s.floor() {
             if s.calm_ticks.fetch_add(1, Relaxed) + 1 >= CALM_TICKS_BEFORE_LOWER {
                 s.calm_ticks.store(0, Relaxed);
                 level - 1
@@ -412,7 +524,14 @@ impl AnalysisQueue {
         if next != level {
             s.level.store(next, Relaxed);
             self.stats.analysis_sampling.store(next.into(), Relaxed);
-            if next > level {
+            if let (Some((_, took)), Some(budget)) = (cpu_over, &s.cpu) {
+                tracing::warn!(
+                    analysed = format!("1 connection in {}", 1u32 << next),
+                    took = format!("{:.1} %", took * 100.0),
+                    budget = format!("{:.1} %", budget.share * 100.0),
+                    "the analysis took more of wirelint's CPU time than --analysis-cpu allows: it now analyses fewer connections (forwarding is unaffected; wirelint_analysis_sampling_level shows it)"
+                );
+            } else if next > level {
                 tracing::warn!(
                     analysed = format!("1 connection in {}", 1u32 << next),
                     dropped = new_drops,
@@ -421,9 +540,55 @@ impl AnalysisQueue {
             } else {
                 tracing::info!(
                     analysed = format!("1 connection in {}", 1u32 << next),
-                    "the analysis caught up: more connections analysed again"
+                    "the analysis keeps up (within --analysis-cpu, when set): more connections analysed again"
                 );
             }
+        }
+    }
+
+    /// Once a CPU window is complete, judges it against `--analysis-cpu`:
+    /// returns the level the analysis must rise to when it was over
+    /// (`level` + 1, at most the highest) and the share it took, and
+    /// lowers the budget's floor by one after enough roomy windows.
+    fn judge_cpu(&self, level: u8) -> Option<(u8, f64)> {
+        let budget = self.sampling.cpu.as_ref()?;
+        let mut w = budget.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.ticks += 1;
+        if w.ticks < CPU_WINDOW_TICKS {
+            return None;
+        }
+        let (process, analysis) = (
+            process_cpu_nanos(),
+            self.stats.analysis_cpu_nanos.load(Relaxed),
+        );
+        let (spent, analysed) = (
+            process.saturating_sub(w.process),
+            analysis.saturating_sub(w.analysis),
+        );
+        let verdict = cpu_verdict(spent, analysed, budget.share);
+        *w = CpuWindow {
+            process,
+            analysis,
+            ticks: 0,
+            roomy: if verdict == CpuVerdict::Roomy {
+                w.roomy + 1
+            } else {
+                0
+            },
+        };
+        match verdict {
+            CpuVerdict::Over => {
+                let at_least = (level + 1).min(engine::MAX_SAMPLING_LEVEL);
+                budget.floor.store(at_least, Relaxed);
+                Some((at_least, analysed as f64 / spent as f64))
+            }
+            CpuVerdict::Roomy if w.roomy >= ROOMY_WINDOWS_BEFORE_LOWER => {
+                w.roomy = 0;
+                let floor = budget.floor.load(Relaxed);
+                budget.floor.store(floor.saturating_sub(1), Relaxed);
+                None
+            }
+            _ => None,
         }
     }
 
@@ -567,6 +732,7 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
     let mut ticks_since_message = 0u32;
     let mut taken = Taken::default();
     let mut decoder = Decoder::default();
+    let mut cpu_seen = thread_cpu_nanos();
     loop {
         let Some(event) = shard.queue.pop() else {
             // The decoding counted before the messages taken: whoever sees
@@ -596,7 +762,8 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
             continue;
         };
         // Ticks keep an idle worker parked between them.
-        if matches!(event, Event::Tick) {
+        let tick = matches!(event, Event::Tick);
+        if tick {
             ticks_since_message = ticks_since_message.saturating_add(1);
         } else {
             idle_polls = 0;
@@ -621,6 +788,14 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
             Event::Closed { conn } => engine.closed(conn),
             Event::Tick => engine.tick(Instant::now()),
         }));
+        if tick {
+            // This thread's CPU time, for `--analysis-cpu`.
+            let cpu = thread_cpu_nanos();
+            stats
+                .analysis_cpu_nanos
+                .fetch_add(cpu.saturating_sub(cpu_seen), Relaxed);
+            cpu_seen = cpu;
+        }
         if outcome.is_err() {
             stats
                 .analysis
@@ -1118,6 +1293,88 @@ mod tests {
             1,
             "calm keeps the share"
         );
+        drop(queue);
+        workers.join();
+    }
+
+    /// A window is judged only when wirelint worked (10 ms of CPU in it);
+    /// over the budget it asks for a level more, and for one less only
+    /// when twice the analysis would stay under four fifths of it.
+    #[test]
+    fn a_cpu_window_is_over_roomy_or_within_the_budget() {
+        let ms = |n: u64| n * 1_000_000;
+        assert_eq!(cpu_verdict(ms(100), ms(11), 0.10), CpuVerdict::Over);
+        assert_eq!(cpu_verdict(ms(100), ms(10), 0.10), CpuVerdict::Within);
+        assert_eq!(cpu_verdict(ms(100), ms(5), 0.10), CpuVerdict::Within);
+        assert_eq!(cpu_verdict(ms(100), ms(4), 0.10), CpuVerdict::Roomy);
+        assert_eq!(cpu_verdict(ms(100), 0, 0.10), CpuVerdict::Roomy);
+        // Idle: nothing to judge, whatever the share.
+        assert_eq!(cpu_verdict(ms(9), ms(9), 0.10), CpuVerdict::Within);
+        assert_eq!(cpu_verdict(ms(9), 0, 0.10), CpuVerdict::Within);
+    }
+
+    /// Runs this thread for `ms` of CPU time, so that a CPU window has
+    /// something to judge.
+    fn spin_cpu(ms: u64) {
+        let until = thread_cpu_nanos() + ms * 1_000_000;
+        let mut x = 0u64;
+        while thread_cpu_nanos() < until {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
+
+    /// `--analysis-cpu`: a second in which the analysis threads took more
+    /// of wirelint's CPU time than the budget raises the level at once and
+    /// whole connections are shed; two seconds with room for twice the
+    /// analysis let the budget go, and the calm path then analyses every
+    /// connection again. Workers add their own thread's CPU time at ticks.
+    #[test]
+    fn over_its_cpu_budget_the_analysis_sheds_connections_until_there_is_room() {
+        let stats = Arc::new(Stats::default());
+        let settings = Settings {
+            cpu_share: Some(0.10),
+            ..Settings::default()
+        };
+        let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge());
+        // The worker reports its CPU time at ticks.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while stats.analysis_cpu_nanos.load(Relaxed) == 0 && Instant::now() < deadline {
+            queue.shards.0[0].tick();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(stats.analysis_cpu_nanos.load(Relaxed) > 0);
+        let window = |analysis_ns: u64| {
+            for i in 0..CPU_WINDOW_TICKS {
+                if i == CPU_WINDOW_TICKS - 1 {
+                    spin_cpu(15);
+                    stats.analysis_cpu_nanos.fetch_add(analysis_ns, Relaxed);
+                }
+                queue.tick();
+            }
+        };
+        // Over: ten seconds of analysis in a window of milliseconds.
+        window(10_000_000_000);
+        assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
+        let ping = Bytes::from_static(&[0u8; 16]);
+        let left_out = (0..64).filter(|c| sampled_out(*c, 1)).count() as u64;
+        for conn in 0..64 {
+            queue.message(conn, Direction::Request, Instant::now(), ping.clone());
+        }
+        assert_eq!(stats.analysis_shed.load(Relaxed), left_out);
+        // Roomy, but one window is not enough, and calm alone does not
+        // take the level below the budget's.
+        window(0);
+        for _ in 0..CALM_TICKS_BEFORE_LOWER {
+            queue.tick();
+        }
+        assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
+        // A second roomy window in a row lets the budget go; calm follows.
+        window(0);
+        window(0);
+        for _ in 0..CALM_TICKS_BEFORE_LOWER {
+            queue.tick();
+        }
+        assert_eq!(stats.analysis_sampling.load(Relaxed), 0);
         drop(queue);
         workers.join();
     }

@@ -118,6 +118,15 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_ANALYSIS_SHARE", value_name = "1/N")]
     pub analysis_share: Option<String>,
 
+    /// The most of wirelint's CPU time its analysis threads may take,
+    /// written as a percentage ("10%"). Measured every second; past it the
+    /// analysis samples whole connections as under overload (one in 2, then
+    /// one in 4, …), and analyses more again once twice its work would fit
+    /// with room to spare. Forwarding is never slowed. Reports and /metrics
+    /// say the share analysed. [default: no cap]
+    #[arg(long, env = "WIRELINT_ANALYSIS_CPU", value_name = "PERCENT")]
+    pub analysis_cpu: Option<String>,
+
     /// Analysis threads [default: 1].
     #[arg(long, env = "WIRELINT_ANALYSIS_WORKERS", value_name = "N")]
     pub analysis_workers: Option<usize>,
@@ -254,6 +263,13 @@ impl ProxyArgs {
         if let Some((text, origin)) = pick!(analysis_share, "analysis-share") {
             settings.analysis.min_sampling =
                 super::parse_share(&text, "analysis_share", &origin.to_string())?;
+        }
+        if let Some((text, origin)) = pick!(analysis_cpu, "analysis-cpu") {
+            settings.analysis.cpu_share = Some(super::parse_cpu_share(
+                &text,
+                "analysis_cpu",
+                &origin.to_string(),
+            )?);
         }
         if let Some((n, _)) = pick!(analysis_workers, "analysis-workers") {
             settings.analysis.workers = n.max(1);

@@ -95,6 +95,27 @@ pub fn parse_share(text: &str, key: &str, origin: &str) -> Result<u8, ConfigErro
     }
 }
 
+/// `analysis_cpu`: the most of wirelint's CPU time its analysis may take,
+/// written as a percentage ("10%"), from 1 % to 100 %; the fraction it
+/// stands for (0.10).
+pub fn parse_cpu_share(text: &str, key: &str, origin: &str) -> Result<f64, ConfigError> {
+    let percent = text
+        .trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .filter(|p| (1.0..=100.0).contains(p));
+    match percent {
+        Some(p) => Ok(p / 100.0),
+        None => Err(ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            message: format!(
+                "{text:?} is not a share of wirelint's CPU time; write a percentage from 1% to 100%, such as \"10%\""
+            ),
+        }),
+    }
+}
+
 impl LimitsSection {
     pub fn apply(&self, caps: &mut analysis::state::Caps) {
         if let Some(n) = self.namespaces {
@@ -129,6 +150,7 @@ pub struct ProxySection {
     pub analysis_queue: Option<usize>,
     pub analysis_workers: Option<usize>,
     pub analysis_share: Option<String>,
+    pub analysis_cpu: Option<String>,
     pub forward_memory: Option<String>,
     pub rewrite_topology: Option<bool>,
     pub allow_x509_passthrough: Option<bool>,
@@ -531,6 +553,19 @@ error = 10000
     }
 
     #[test]
+    fn analysis_cpu_budgets() {
+        let ok = |t| parse_cpu_share(t, "proxy.analysis_cpu", "w.toml").unwrap();
+        assert_eq!(
+            [ok("10%"), ok(" 2.5 % "), ok("1%"), ok("100%")],
+            [0.10, 0.025, 0.01, 1.0]
+        );
+        for text in ["10", "0.1", "0.5%", "101%", "-5%", "%", "", "ten%"] {
+            let err = parse_cpu_share(text, "proxy.analysis_cpu", "w.toml").unwrap_err();
+            assert_names(err, "proxy.analysis_cpu", text, "\"10%\"");
+        }
+    }
+
+    #[test]
     fn analysis_shares() {
         let ok = |t| parse_share(t, "proxy.analysis_share", "w.toml").unwrap();
         assert_eq!(
@@ -538,16 +573,21 @@ error = 10000
             [0, 0, 1, 2, 6]
         );
         for text in ["1/3", "1/128", "1/0", "2/4", "50%", "0.5", "", "1/"] {
-            let err = parse_share(text, "proxy.analysis_share", "w.toml")
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.contains("w.toml")
-                    && err.contains("proxy.analysis_share")
-                    && err.contains("\"1/2\"")
-                    && err.contains(&format!("{text:?}")),
-                "{err}"
-            );
+            let err = parse_share(text, "proxy.analysis_share", "w.toml").unwrap_err();
+            assert_names(err, "proxy.analysis_share", text, "\"1/2\"");
         }
+    }
+
+    /// An error about `text` in `w.toml` that names the file, the key and
+    /// the value, and shows what to write instead.
+    fn assert_names(err: ConfigError, key: &str, text: &str, instead: &str) {
+        let err = err.to_string();
+        assert!(
+            err.contains("w.toml")
+                && err.contains(key)
+                && err.contains(instead)
+                && err.contains(&format!("{text:?}")),
+            "{err}"
+        );
     }
 }

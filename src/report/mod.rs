@@ -60,7 +60,7 @@ pub struct Counters {
     pub operations: u64,
     pub analysis_dropped: u64,
     /// Messages not analysed because their connection was sampled out
-    /// (by `--analysis-share`, or while the analysis was behind).
+    /// (by `--analysis-share`, over `--analysis-cpu`, or while the analysis was behind).
     #[serde(default)]
     pub analysis_shed: u64,
     /// The share of forwarded messages the analysis saw: 1 less the shed

@@ -91,7 +91,7 @@ fn sampled(report: &Report) -> Option<String> {
     let c = &report.counters;
     (c.analysis_shed + c.analysis_dropped > 0).then(|| {
         format!(
-            "Analysed {:.1} % of the messages: {} left out with their connection (sampled out by --analysis-share, or while the analysis was behind the traffic) and {} dropped; calls are counted as seen",
+            "Analysed {:.1} % of the messages: {} left out with their connection (sampled out by --analysis-share, over --analysis-cpu, or while the analysis was behind the traffic) and {} dropped; calls are counted as seen",
             c.analysed_share * 100.0,
             c.analysis_shed,
             c.analysis_dropped
