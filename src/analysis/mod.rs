@@ -5,7 +5,8 @@
 //! system call, but pushes onto a bounded lock-free queue, and when a
 //! worker's queue is full the message is dropped and counted. Workers are
 //! plain threads that drain their queue and, when it is empty, poll it
-//! every 5 ms instead of being woken per message (waking a thread costs the
+//! every 5 ms (up to 20 ms while each look finds only a few messages)
+//! instead of being woken per message (waking a thread costs the
 //! forwarding side a system call; the analysis can afford to be a few
 //! milliseconds late, and each wake-up refills the caches the forwarding
 //! threads took over, so larger batches cost less per message: 1 → 5 ms
@@ -170,10 +171,16 @@ pub enum Event {
 
 /// How long a worker with an empty queue sleeps before looking again while
 /// traffic flows (a batch of ~5 ms of messages per wake-up; see the module
-/// notes); after `IDLE_POLLS_BEFORE_PARK` empty looks (50 ms) it
+/// notes). A wake-up that found fewer than `FEW_MESSAGES` doubles the
+/// sleep, up to `MAX_IDLE_POLL`; one that found more starts again from
+/// `IDLE_POLL`: a worker that sees little traffic (a small share analysed,
+/// a quiet application) wakes four times less often, where each wake-up
+/// cost more than its messages. After `PARK_AFTER` without a message it
 /// parks until woken (at most `PARKED` — a backstop, not a schedule).
 const IDLE_POLL: Duration = Duration::from_millis(5);
-const IDLE_POLLS_BEFORE_PARK: u32 = 10;
+const MAX_IDLE_POLL: Duration = Duration::from_millis(20);
+const FEW_MESSAGES: u32 = 16;
+const PARK_AFTER: Duration = Duration::from_millis(50);
 const PARKED: Duration = Duration::from_secs(1);
 const DEEP_PARKED: Duration = Duration::from_secs(60);
 
@@ -728,7 +735,11 @@ impl Taken {
 
 fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut engine: Engine) {
     let _ = shard.thread.set(std::thread::current());
-    let mut idle_polls = 0u32;
+    // Time slept since the last message, the next sleep, and the messages
+    // taken since the last one.
+    let mut quiet = Duration::ZERO;
+    let mut poll = IDLE_POLL;
+    let mut batch = 0u32;
     let mut ticks_since_message = 0u32;
     let mut taken = Taken::default();
     let mut decoder = Decoder::default();
@@ -743,9 +754,15 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
             if Arc::strong_count(&shard) == 1 && shard.queue.is_empty() {
                 break;
             }
-            idle_polls = idle_polls.saturating_add(1);
-            if idle_polls <= IDLE_POLLS_BEFORE_PARK {
-                std::thread::sleep(IDLE_POLL);
+            if quiet < PARK_AFTER {
+                poll = if batch >= FEW_MESSAGES {
+                    IDLE_POLL
+                } else {
+                    (poll * 2).min(MAX_IDLE_POLL)
+                };
+                batch = 0;
+                std::thread::sleep(poll);
+                quiet += poll;
                 continue;
             }
             // Park: say so, then look once more (a push between the last
@@ -766,7 +783,8 @@ fn worker(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut e
         if tick {
             ticks_since_message = ticks_since_message.saturating_add(1);
         } else {
-            idle_polls = 0;
+            quiet = Duration::ZERO;
+            batch += 1;
             ticks_since_message = 0;
         }
         if let Event::Message { frame, .. } = &event {
