@@ -244,60 +244,31 @@ fn raw_ref<'a>(e: &Element<'a>) -> Option<RawBsonRef<'a>> {
 /// Top-level fields indexed per command; a command body has a dozen.
 const MAX_FIELDS: usize = 64;
 
-/// A command's kind-1 sections: one for a driver's insert, update or
-/// delete, none for most commands; the first kept in place.
-type Sequences<'a> = Inline<(&'a str, &'a [u8]), 1>;
-
-/// Up to `N` items in place, more on the heap: a command's sections
-/// without an allocation per request. (Not smallvec 1 or tinyvec:
-/// their heap form names its item through the array type, `A::Item`,
-/// which makes them invariant in the item's lifetime, and a command must
-/// stay covariant to live beside its bytes in `engine::ParsedRequest`.)
-#[derive(Clone, Debug)]
-enum Inline<T: Copy, const N: usize> {
-    /// The first `len` of `items` (the rest hold the filler).
-    Here {
-        len: u8,
-        items: [T; N],
-    },
-    Heap(Vec<T>),
+/// A command's kind-1 sections, (identifier, concatenated documents): one
+/// for a driver's insert, update or delete, none for most commands. The
+/// first is held in place and the rest in a `Vec` (empty, so no
+/// allocation, unless a message carries two): a command's sections without
+/// an allocation per request. (Not smallvec or tinyvec: their heap form
+/// names its item through the array type, `A::Item`, which makes them
+/// invariant in the item's lifetime, and a command must stay covariant to
+/// live beside its bytes in `engine::ParsedRequest`.)
+#[derive(Clone, Debug, Default)]
+struct Sequences<'a> {
+    first: Option<(&'a str, &'a [u8])>,
+    rest: Vec<(&'a str, &'a [u8])>,
 }
 
-impl<T: Copy, const N: usize> Inline<T, N> {
-    /// Empty; `filler` fills the places not used yet.
-    fn new(filler: T) -> Self {
-        Inline::Here {
-            len: 0,
-            items: [filler; N],
+impl<'a> Sequences<'a> {
+    fn push(&mut self, section: (&'a str, &'a [u8])) {
+        if self.first.is_none() {
+            self.first = Some(section);
+        } else {
+            self.rest.push(section);
         }
     }
 
-    fn push(&mut self, item: T) {
-        match self {
-            Inline::Here { len, items } => {
-                if let Some(slot) = items.get_mut(usize::from(*len)) {
-                    *slot = item;
-                    *len += 1;
-                } else {
-                    let mut heap = Vec::with_capacity(N * 2);
-                    heap.extend_from_slice(items);
-                    heap.push(item);
-                    *self = Inline::Heap(heap);
-                }
-            }
-            Inline::Heap(heap) => heap.push(item),
-        }
-    }
-}
-
-impl<T: Copy, const N: usize> std::ops::Deref for Inline<T, N> {
-    type Target = [T];
-
-    fn deref(&self) -> &[T] {
-        match self {
-            Inline::Here { len, items } => &items[..usize::from(*len)],
-            Inline::Heap(heap) => heap,
-        }
+    fn iter(&self) -> impl Iterator<Item = &(&'a str, &'a [u8])> {
+        self.first.iter().chain(&self.rest)
     }
 }
 
@@ -362,7 +333,7 @@ impl<'a> Command<'a> {
                 (
                     body,
                     Some(name.strip_suffix(".$cmd").unwrap_or(name)),
-                    Sequences::new(("", b"")),
+                    Sequences::default(),
                     None,
                 )
             }
@@ -813,7 +784,7 @@ impl<'a> Command<'a> {
 pub type Documents<'a> = SmallVec<[&'a RawDocument; 4]>;
 
 fn sequences_of<'a>(msg: &OpMsg<'a>) -> Sequences<'a> {
-    let mut out = Sequences::new(("", b""));
+    let mut out = Sequences::default();
     for s in msg.sequences() {
         out.push((s.identifier_str(), s.raw_documents()));
     }
@@ -1583,7 +1554,7 @@ mod tests {
         };
         let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[("documents", &one)]);
         with_command(&frame, |c| {
-            assert!(matches!(c.sequences, Inline::Here { len: 1, .. }));
+            assert!(c.sequences.first.is_some() && c.sequences.rest.is_empty());
             assert_eq!(documents(c), vec![0]);
         });
         let sections = [("other", &one), ("documents", &one), ("documents", &two)];
@@ -1595,12 +1566,12 @@ mod tests {
             &sections.map(|(i, d)| (i, &d[..])),
         );
         with_command(&frame, |c| {
-            assert!(matches!(c.sequences, Inline::Heap(_)));
+            assert_eq!(c.sequences.rest.len(), 2);
             assert_eq!(documents(c), vec![0, 1, 2]);
         });
         let find = rawdoc! {"find": "c", "filter": {"a": 1}, "$db": "d"};
         with_command(&msg(find), |c| {
-            assert!(matches!(c.sequences, Inline::Here { len: 0, .. }));
+            assert!(c.sequences.first.is_none() && c.sequences.rest.is_empty());
             assert_eq!(c.collection(), Some("c"));
         });
     }

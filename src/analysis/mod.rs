@@ -511,10 +511,7 @@ impl AnalysisQueue {
         let fill = count_fill.max(byte_fill);
         let level = s.level.load(Relaxed);
         let cpu_over = self.judge_cpu(level);
-        let next = if let Some((at_least, _)) = cpu_over {
-            s.calm_ticks.store(0, Relaxed);
-            at_least.max(level)
-        } else if new_drops > 0 || fill >= 0.5 {
+        let next = if cpu_over.is_some() || new_drops > 0 || fill >= 0.5 {
             s.calm_ticks.store(0, Relaxed);
             (level + 1).min(engine::MAX_SAMPLING_LEVEL)
         } else if fill < 0.1 && level > s.floor() {
@@ -531,7 +528,7 @@ impl AnalysisQueue {
         if next != level {
             s.level.store(next, Relaxed);
             self.stats.analysis_sampling.store(next.into(), Relaxed);
-            if let (Some((_, took)), Some(budget)) = (cpu_over, &s.cpu) {
+            if let (Some(took), Some(budget)) = (cpu_over, &s.cpu) {
                 tracing::warn!(
                     analysed = format!("1 connection in {}", 1u32 << next),
                     took = format!("{:.1} %", took * 100.0),
@@ -554,10 +551,10 @@ impl AnalysisQueue {
     }
 
     /// Once a CPU window is complete, judges it against `--analysis-cpu`:
-    /// returns the level the analysis must rise to when it was over
-    /// (`level` + 1, at most the highest) and the share it took, and
-    /// lowers the budget's floor by one after enough roomy windows.
-    fn judge_cpu(&self, level: u8) -> Option<(u8, f64)> {
+    /// when it was over, holds the budget's floor at the level above
+    /// `level` and returns the share the analysis took (the caller raises
+    /// the level); after enough roomy windows, lowers the floor by one.
+    fn judge_cpu(&self, level: u8) -> Option<f64> {
         let budget = self.sampling.cpu.as_ref()?;
         let mut w = budget.window.lock().unwrap_or_else(|p| p.into_inner());
         w.ticks += 1;
@@ -585,9 +582,9 @@ impl AnalysisQueue {
         };
         match verdict {
             CpuVerdict::Over => {
-                let at_least = (level + 1).min(engine::MAX_SAMPLING_LEVEL);
-                budget.floor.store(at_least, Relaxed);
-                Some((at_least, analysed as f64 / spent as f64))
+                let above = (level + 1).min(engine::MAX_SAMPLING_LEVEL);
+                budget.floor.store(above, Relaxed);
+                Some(analysed as f64 / spent as f64)
             }
             CpuVerdict::Roomy if w.roomy >= ROOMY_WINDOWS_BEFORE_LOWER => {
                 w.roomy = 0;
