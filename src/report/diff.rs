@@ -1,6 +1,7 @@
 //! `wirelint diff BEFORE AFTER`: per access pattern, what changed between two
 //! runs — round trips, latency, partitions, verdict and findings — the way
-//! seed 004 compares its V1, V2 and V3 designs.
+//! *How to model and partition data on Azure Cosmos DB using a real-world example*
+//! compares its V1, V2 and V3 designs.
 
 use super::{human_micros, PatternReport, Report};
 use crate::analysis::patterns::NamedBy;

@@ -1,5 +1,6 @@
 //! Reports: a versioned JSON snapshot of what wirelint learnt, and its
-//! renderings (text and Markdown tables in the manner of seed 004, SARIF
+//! renderings (text and Markdown tables in the manner of
+//! *How to model and partition data on Azure Cosmos DB using a real-world example*, SARIF
 //! 2.1.0 for code scanning), the comparison of two reports, and the live
 //! lines printed while the proxy runs.
 //!

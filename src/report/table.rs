@@ -1,5 +1,5 @@
-//! Text and Markdown renderings: the access-pattern table as seed 004 draws
-//! it (pattern, round trips, latency, documents, partitions, ✅/⚠), then
+//! Text and Markdown renderings: the access-pattern table as
+//! *How to model and partition data on Azure Cosmos DB using a real-world example* draws it (pattern, round trips, latency, documents, partitions, ✅/⚠), then
 //! the findings with their advice.
 
 use super::{human_micros, PatternReport, Report};

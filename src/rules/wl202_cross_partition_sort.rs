@@ -1,7 +1,8 @@
 //! WL202 cross-partition-sort.
 //!
 //! A query with a sort and a limit that fans out to every partition is a
-//! "feed" (seed 004 Q6: the x most recent posts): every partition sorts,
+//! "feed" (query Q6 of the blogging platform in
+//! *How to model and partition data on Azure Cosmos DB using a real-world example*: the x most recent posts): every partition sorts,
 //! and the results are merged. Reported with the dedicated-feed advice.
 
 use super::common::{CrossPartitionCounts, CROSS_PARTITION_THRESHOLDS};

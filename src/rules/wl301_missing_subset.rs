@@ -1,4 +1,5 @@
-//! WL301 missing-subset (seed 001, subset pattern).
+//! WL301 missing-subset (the subset pattern of MongoDB's
+//! *Model One-to-Many Relationships with Embedded Documents*).
 //!
 //! A read returns documents carrying a large embedded array — 50
 //! elements or more, or 64 KiB — that no projection dropped or sliced:

@@ -1,4 +1,5 @@
-//! WL302 slice-on-read (seed 001, subset pattern).
+//! WL302 slice-on-read (the subset pattern of MongoDB's
+//! *Model One-to-Many Relationships with Embedded Documents*).
 //!
 //! The same read always projects `{arr: {$slice: N}}` on an array that is
 //! large in storage: the N are what the application needs, yet the whole

@@ -1,4 +1,5 @@
-//! WL403 count-on-read (seed 004 V1 Q2).
+//! WL403 count-on-read (the blogging platform's V1 Q2 in
+//! *How to model and partition data on Azure Cosmos DB using a real-world example*).
 //!
 //! Within an access pattern the application names, a count of child
 //! documents by a parent's id (`count`, `countDocuments`' `$group: {$sum:

@@ -1,7 +1,7 @@
 //! WL501 join-collection: a collection whose documents are just two
 //! references (plus `_id`), read by one of them and followed by lookups of
-//! the other — a relational join table (seed 000's many-to-many between
-//! authors and books).
+//! the other — a relational join table (the many-to-many between authors and
+//! books of *Data modeling in Azure Cosmos DB*).
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};

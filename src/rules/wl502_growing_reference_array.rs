@@ -1,5 +1,5 @@
 //! WL502 growing-reference-array: the "one" side of a one-to-many keeps an
-//! array of its children's ids and `$push`es each new one (seed 000:
+//! array of its children's ids and `$push`es each new one (*Data modeling in Azure Cosmos DB*:
 //! `publisher.books: [isbn, …]`). The ids are recognised as `_id`s of
 //! documents inserted into another collection of the same database
 //! (compared as hashes; a value that merely equals an id elsewhere — a

@@ -1,6 +1,6 @@
 //! WL503 hot-embedded-data: the same embedded value is updated across many
 //! documents (a multi-document update on an embedded path), and often.
-//! Seed 000: a stock's price embedded in every user's holdings, so each
+//! *Data modeling in Azure Cosmos DB*: a stock's price embedded in every user's holdings, so each
 //! price tick rewrites every holder. A rare fan-out update (a username
 //! copied into many documents changes) is information; a frequent one is a
 //! warning.

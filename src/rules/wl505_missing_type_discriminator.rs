@@ -1,7 +1,8 @@
 //! WL505 missing-type-discriminator: one collection holds documents of
 //! clearly different shapes (field sets that share less than half their
 //! fields), and no field common to them has values that tell them apart.
-//! Seed 003: books and their reviews in one collection need a `type` field.
+//! *Data modeling in Azure Cosmos DB*: books and their reviews in one collection need a
+//! `type` field.
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
