@@ -1,6 +1,7 @@
-//! Text and Markdown renderings: the access-pattern table as
-//! *How to model and partition data on Azure Cosmos DB using a real-world example* draws it (pattern, round trips, latency, documents, partitions, ✅/⚠), then
-//! the findings with their advice.
+//! Text and Markdown renderings: the access-pattern table as *How to
+//! model and partition data on Azure Cosmos DB using a real-world example*
+//! draws it (pattern, round trips, latency, documents, partitions, ✅/⚠),
+//! then the findings with their advice.
 
 use super::{human_micros, PatternReport, Report};
 use crate::analysis::patterns::NamedBy;

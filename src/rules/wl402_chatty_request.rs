@@ -1,9 +1,10 @@
 //! WL402 chatty-request.
 //!
 //! An access pattern named by the application (`comment`) needs 3
-//! or more operations per call on average. The blogging platform
-//! of *How to model and partition data on Azure Cosmos DB using a real-world example*, V1, query Q2, fetches the post, its author's name, its comment count and its like count: four
-//! round trips for one page.
+//! or more operations per call on average. The blogging platform of *How
+//! to model and partition data on Azure Cosmos DB using a real-world
+//! example*, V1, query Q2, fetches the post, its author's name, its
+//! comment count and its like count: four round trips for one page.
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
