@@ -10,7 +10,7 @@ use super::budget::{self, Charge, Lru, Pool};
 use super::command::{Command, Kind, Reply, ReplyIndex};
 use super::findings::FindingEvent;
 use super::follow_ups;
-use super::knowledge::{Knowledge, Origin, ShapeOrigin};
+use super::knowledge::{Knowledge, RequestOrigin, ShapeFacts};
 use super::partition;
 use super::patterns::{Invocation, NamedBy};
 use super::rule::{CompletedOp, DocSource, FollowUp, Hooks, OpView};
@@ -81,7 +81,7 @@ struct Pending {
     at: Instant,
     /// The (uncompressed) request, decoded.
     request: ParsedRequest,
-    origin: Option<Origin>,
+    origin: Option<RequestOrigin>,
     getmore: bool,
     /// A reply of an exhaust stream: it needed no request, so it is no
     /// round trip of its own.
@@ -94,7 +94,12 @@ struct Pending {
 }
 
 impl Pending {
-    fn new(at: Instant, request: ParsedRequest, origin: Option<Origin>, getmore: bool) -> Pending {
+    fn new(
+        at: Instant,
+        request: ParsedRequest,
+        origin: Option<RequestOrigin>,
+        getmore: bool,
+    ) -> Pending {
         Pending {
             at,
             request,
@@ -123,8 +128,8 @@ struct ConnState {
     current: Option<Invocation>,
     last_activity: Option<Instant>,
     /// The last list read on this connection, for N+1 detection.
-    lead: Option<Lead>,
-    /// Whether the operation being learnt was linked to `lead` as a
+    last_list: Option<ChargedListRead>,
+    /// Whether the operation being learnt was linked to `last_list` as a
     /// follow-up (a follow-up returning a list does not replace the list
     /// it follows).
     linked: bool,
@@ -169,12 +174,12 @@ impl ConnState {
 
 /// The last list read (see `follow_ups`), and its bytes, charged to the
 /// connections pool until it goes.
-struct Lead {
-    list: follow_ups::Lead,
+struct ChargedListRead {
+    list: follow_ups::ListRead,
     _charge: Charge,
 }
 
-impl Lead {
+impl ChargedListRead {
     /// A batch of the list: its cursor reply held unindexed while the pool
     /// has room (its charge grows by the reply's bytes), else its
     /// documents indexed now.
@@ -203,7 +208,7 @@ impl Lead {
 
     /// Charges what it holds now: its fixed part and the replies held.
     fn recharge(&mut self) {
-        let bytes = follow_ups::Lead::max_bytes(&self.list.origin) + self.list.held_bytes();
+        let bytes = follow_ups::ListRead::max_bytes(&self.list.origin) + self.list.held_bytes();
         self._charge.resize(bytes);
     }
 }
@@ -223,17 +228,17 @@ const MAX_PATTERN_NAME: usize = 80;
 const MAX_ORIGINS: usize = 2048;
 
 /// A comment cut to a pattern name.
-fn shorten(comment: &str) -> String {
+fn pattern_name_of(comment: &str) -> String {
     comment.chars().take(MAX_PATTERN_NAME).collect()
 }
 
 /// What an entry of `Engine::origins` holds: its shared strings (charged
 /// whole although the knowledge store holds the same ones).
-fn origin_weight(_: &(u64, u64), o: &Origin) -> usize {
+fn origin_weight(_: &(u64, u64), o: &RequestOrigin) -> usize {
     o.pattern.len()
         + o.shape.text.len()
         + o.namespace.len()
-        + std::mem::size_of::<ShapeOrigin>()
+        + std::mem::size_of::<ShapeFacts>()
         + budget::ENTRY_OVERHEAD
 }
 
@@ -241,14 +246,14 @@ pub struct Engine {
     conns: FastMap<u64, ConnState>,
     knowledge: Arc<Mutex<Knowledge>>,
     live: Option<fn(&FindingEvent)>,
-    /// What per-connection state (requests awaiting replies, N+1 leads)
+    /// What per-connection state (requests awaiting replies, N+1 lists)
     /// is charged to: the knowledge store's connections pool.
     pool: Arc<Pool>,
     /// The sampling level the current message was taken under: one
     /// connection in 2^level was analysed (see `AnalysisQueue`).
     sampling: u8,
     /// Data requests' origins by (shape id, comment hash).
-    origins: Lru<(u64, u64), Origin>,
+    origins: Lru<(u64, u64), RequestOrigin>,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -353,16 +358,16 @@ impl Engine {
     /// A data request's pattern, shape and namespace. What its shape
     /// determines is kept per shape (and comment): a request of a shape
     /// seen before costs one walk of its keys, hashing, and no allocation.
-    fn origin_of(&mut self, cmd: &Command<'_>) -> Option<Origin> {
+    fn origin_of(&mut self, cmd: &Command<'_>) -> Option<RequestOrigin> {
         let comment = cmd.comment().filter(|c| !c.is_empty());
-        let make = || -> Option<Origin> {
+        let make = || -> Option<RequestOrigin> {
             let namespace = data_namespace(cmd)?;
             let shape = shape::of_command(cmd);
             let (pattern, named_by) = match comment {
-                Some(c) => (Arc::from(shorten(c)), NamedBy::Comment),
+                Some(c) => (Arc::from(pattern_name_of(c)), NamedBy::Comment),
                 None => (shape.text.clone(), NamedBy::Shape),
             };
-            Some(Origin::new(ShapeOrigin {
+            Some(RequestOrigin::new(ShapeFacts {
                 pattern,
                 named_by,
                 shape,
@@ -511,13 +516,13 @@ impl Engine {
         // The list an N+1 would follow: a list read's documents, its
         // getMores' too (the whole cursor).
         let extends = pending.getmore
-            && state.lead.as_ref().is_some_and(|l| {
+            && state.last_list.as_ref().is_some_and(|l| {
                 l.list.origin.shape.hash == origin.shape.hash
                     && l.list.origin.namespace == origin.namespace
             });
         let batch = cursor.as_ref().map(|_| frame);
         if extends {
-            if let Some(lead) = state.lead.as_mut() {
+            if let Some(lead) = state.last_list.as_mut() {
                 lead.add(&self.pool, at, batch, docs);
             }
         } else if !pending.getmore
@@ -526,12 +531,12 @@ impl Engine {
             && cmd.as_ref().is_some_and(|c| follow_ups::is_list_read(c))
             && !self.pool.full()
         {
-            let mut lead = Lead {
-                _charge: Charge::new(&self.pool, follow_ups::Lead::max_bytes(&origin)),
-                list: follow_ups::Lead::new(at, origin.clone()),
+            let mut lead = ChargedListRead {
+                _charge: Charge::new(&self.pool, follow_ups::ListRead::max_bytes(&origin)),
+                list: follow_ups::ListRead::new(at, origin.clone()),
             };
             lead.add(&self.pool, at, batch, docs);
-            state.lead = Some(lead);
+            state.last_list = Some(lead);
         }
         let docs_n = docs.len() as u64;
         match state
@@ -581,7 +586,7 @@ impl Engine {
         conn: u64,
         at: Instant,
         cmd: &Command<'_>,
-        origin: &Origin,
+        origin: &RequestOrigin,
         failed: &[usize],
     ) -> Option<partition::Partitioning> {
         let (pattern, shape, namespace) = (&origin.pattern, &origin.shape, &origin.namespace);
@@ -640,7 +645,7 @@ impl Engine {
         if cmd.kind != Kind::Find {
             return None;
         }
-        let entry = state.lead.as_mut()?;
+        let entry = state.last_list.as_mut()?;
         let lead = &mut entry.list;
         if at.saturating_duration_since(lead.at) > follow_ups::FOLLOW_UP_WINDOW {
             return None;
@@ -782,7 +787,7 @@ impl Engine {
             // A list past its follow-up window holds no replies any more
             // (a getMore may still extend it, so it is indexed, not dropped).
             if let Some(lead) = state
-                .lead
+                .last_list
                 .as_mut()
                 .filter(|l| now.saturating_duration_since(l.list.at) > follow_ups::FOLLOW_UP_WINDOW)
             {
