@@ -7,10 +7,10 @@
 //! per message (readers: reports, the admin endpoints).
 
 use super::budget::{self, Charge, Lru, Pool};
-use super::command::{Command, Kind, Reply, ReplyIndex};
+use super::command::{Command, CursorBatch, Kind, Reply, ReplyIndex};
 use super::findings::FindingEvent;
 use super::follow_ups;
-use super::knowledge::{Knowledge, Origin, ShapeOrigin};
+use super::knowledge::{Knowledge, RequestOrigin, ShapeFacts};
 use super::partition;
 use super::patterns::{Invocation, NamedBy};
 use super::rule::{CompletedOp, DocSource, FollowUp, Hooks, OpView};
@@ -81,7 +81,7 @@ struct Pending {
     at: Instant,
     /// The (uncompressed) request, decoded.
     request: ParsedRequest,
-    origin: Option<Origin>,
+    origin: Option<RequestOrigin>,
     getmore: bool,
     /// A reply of an exhaust stream: it needed no request, so it is no
     /// round trip of its own.
@@ -94,7 +94,12 @@ struct Pending {
 }
 
 impl Pending {
-    fn new(at: Instant, request: ParsedRequest, origin: Option<Origin>, getmore: bool) -> Pending {
+    fn new(
+        at: Instant,
+        request: ParsedRequest,
+        origin: Option<RequestOrigin>,
+        getmore: bool,
+    ) -> Pending {
         Pending {
             at,
             request,
@@ -123,8 +128,8 @@ struct ConnState {
     current: Option<Invocation>,
     last_activity: Option<Instant>,
     /// The last list read on this connection, for N+1 detection.
-    lead: Option<Lead>,
-    /// Whether the operation being learnt was linked to `lead` as a
+    last_list: Option<ChargedListRead>,
+    /// Whether the operation being learnt was linked to `last_list` as a
     /// follow-up (a follow-up returning a list does not replace the list
     /// it follows).
     linked: bool,
@@ -165,16 +170,144 @@ impl ConnState {
             self.pending_charge = None;
         }
     }
+
+    /// Offers an answered read as the list an N+1 would follow: a list
+    /// read's documents start one, its getMores' extend it (the whole
+    /// cursor). A follow-up returning a list does not replace the list it
+    /// follows.
+    #[inline]
+    fn offer_list(
+        &mut self,
+        pool: &Arc<Pool>,
+        at: Instant,
+        pending: &Pending,
+        origin: &RequestOrigin,
+        batch: Option<&Bytes>,
+        docs: &[&bson::RawDocument],
+    ) {
+        let extends = pending.getmore
+            && self.last_list.as_ref().is_some_and(|l| {
+                l.list.origin.shape.hash == origin.shape.hash
+                    && l.list.origin.namespace == origin.namespace
+            });
+        if extends {
+            if let Some(list) = self.last_list.as_mut() {
+                list.add(pool, at, batch, docs);
+            }
+        } else if !pending.getmore
+            && !std::mem::take(&mut self.linked)
+            && !docs.is_empty()
+            && pending
+                .request
+                .command()
+                .is_some_and(|c| follow_ups::is_list_read(c))
+            && !pool.full()
+        {
+            let mut list = ChargedListRead {
+                _charge: Charge::new(pool, follow_ups::ListRead::max_bytes(origin)),
+                list: follow_ups::ListRead::new(at, origin.clone()),
+            };
+            list.add(pool, at, batch, docs);
+            self.last_list = Some(list);
+        }
+    }
+
+    /// Folds a round trip into the invocation in progress when it is of
+    /// the same pattern; else (the connection moved on) it is counted on
+    /// its pattern alone.
+    #[inline]
+    fn fold_round_trip(
+        &mut self,
+        knowledge: &Mutex<Knowledge>,
+        pending: &Pending,
+        pattern: &str,
+        trip: RoundTrip,
+    ) {
+        match self.current.as_mut().filter(|inv| *inv.pattern == *pattern) {
+            Some(inv) => {
+                if pending.getmore && !pending.continuation {
+                    inv.round_trips += 1;
+                }
+                inv.latency_micros += trip.latency_micros;
+                inv.docs += trip.docs;
+                inv.bytes += trip.bytes;
+                inv.errors.extend(trip.errors);
+            }
+            None => lock(knowledge).patterns.add_round_trip(
+                pattern,
+                u64::from(!pending.continuation),
+                trip.docs,
+                trip.bytes,
+            ),
+        }
+    }
+}
+
+/// What a reply says of the operation it answers: whether it succeeded,
+/// and the error codes it carries (the command's, then its write errors').
+struct Outcome<'r> {
+    reply: Option<&'r Reply<'r>>,
+    ok: bool,
+    errors: Vec<i32>,
+}
+
+impl<'r> Outcome<'r> {
+    #[inline]
+    fn of(reply: Option<&'r Reply<'r>>) -> Outcome<'r> {
+        let ok = reply.is_some_and(|r| r.ok());
+        let mut errors = Vec::new();
+        if let Some(r) = reply {
+            if !ok {
+                errors.push(r.code().unwrap_or(-1));
+            }
+            errors.extend(r.write_error_codes());
+        }
+        Outcome { reply, ok, errors }
+    }
+}
+
+/// The documents a reply returns: a cursor's batch, or a findAndModify's
+/// `value`.
+struct Returned<'r> {
+    cursor: Option<CursorBatch<'r>>,
+    value: Option<[&'r bson::RawDocument; 1]>,
+}
+
+impl<'r> Returned<'r> {
+    #[inline]
+    fn of(reply: Option<&Reply<'r>>) -> Returned<'r> {
+        Returned {
+            cursor: reply.and_then(|r| r.cursor()),
+            value: reply.and_then(|r| r.value()).map(|v| [v]),
+        }
+    }
+
+    fn documents(&self) -> &[&'r bson::RawDocument] {
+        match (&self.cursor, &self.value) {
+            (Some(c), _) => &c.documents,
+            (None, Some(v)) => v,
+            _ => &[],
+        }
+    }
+}
+
+/// One round trip of an operation, for its invocation: what it took and
+/// what it brought back.
+struct RoundTrip {
+    latency_micros: u64,
+    docs: u64,
+    bytes: u64,
+    errors: Vec<i32>,
 }
 
 /// The last list read (see `follow_ups`), and its bytes, charged to the
 /// connections pool until it goes.
-struct Lead {
-    list: follow_ups::Lead,
+struct ChargedListRead {
+    list: follow_ups::ListRead,
     _charge: Charge,
 }
 
-impl Lead {
+impl ChargedListRead {
     /// A batch of the list: its cursor reply held unindexed while the pool
     /// has room (its charge grows by the reply's bytes), else its
     /// documents indexed now.
@@ -203,7 +336,7 @@ impl Lead {
 
     /// Charges what it holds now: its fixed part and the replies held.
     fn recharge(&mut self) {
-        let bytes = follow_ups::Lead::max_bytes(&self.list.origin) + self.list.held_bytes();
+        let bytes = follow_ups::ListRead::max_bytes(&self.list.origin) + self.list.held_bytes();
         self._charge.resize(bytes);
     }
 }
@@ -223,17 +356,17 @@ const MAX_PATTERN_NAME: usize = 80;
 const MAX_ORIGINS: usize = 2048;
 
 /// A comment cut to a pattern name.
-fn shorten(comment: &str) -> String {
+fn pattern_name_of(comment: &str) -> String {
     comment.chars().take(MAX_PATTERN_NAME).collect()
 }
 
 /// What an entry of `Engine::origins` holds: its shared strings (charged
 /// whole although the knowledge store holds the same ones).
-fn origin_weight(_: &(u64, u64), o: &Origin) -> usize {
+fn origin_weight(_: &(u64, u64), o: &RequestOrigin) -> usize {
     o.pattern.len()
         + o.shape.text.len()
         + o.namespace.len()
-        + std::mem::size_of::<ShapeOrigin>()
+        + std::mem::size_of::<ShapeFacts>()
         + budget::ENTRY_OVERHEAD
 }
 
@@ -241,14 +374,14 @@ pub struct Engine {
     conns: FastMap<u64, ConnState>,
     knowledge: Arc<Mutex<Knowledge>>,
     live: Option<fn(&FindingEvent)>,
-    /// What per-connection state (requests awaiting replies, N+1 leads)
+    /// What per-connection state (requests awaiting replies, N+1 lists)
     /// is charged to: the knowledge store's connections pool.
     pool: Arc<Pool>,
     /// The sampling level the current message was taken under: one
     /// connection in 2^level was analysed (see `AnalysisQueue`).
     sampling: u8,
     /// Data requests' origins by (shape id, comment hash).
-    origins: Lru<(u64, u64), Origin>,
+    origins: Lru<(u64, u64), RequestOrigin>,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -353,16 +486,16 @@ impl Engine {
     /// A data request's pattern, shape and namespace. What its shape
     /// determines is kept per shape (and comment): a request of a shape
     /// seen before costs one walk of its keys, hashing, and no allocation.
-    fn origin_of(&mut self, cmd: &Command<'_>) -> Option<Origin> {
+    fn origin_of(&mut self, cmd: &Command<'_>) -> Option<RequestOrigin> {
         let comment = cmd.comment().filter(|c| !c.is_empty());
-        let make = || -> Option<Origin> {
+        let make = || -> Option<RequestOrigin> {
             let namespace = data_namespace(cmd)?;
             let shape = shape::of_command(cmd);
             let (pattern, named_by) = match comment {
-                Some(c) => (Arc::from(shorten(c)), NamedBy::Comment),
+                Some(c) => (Arc::from(pattern_name_of(c)), NamedBy::Comment),
                 None => (shape.text.clone(), NamedBy::Shape),
             };
-            Some(Origin::new(ShapeOrigin {
+            Some(RequestOrigin::new(ShapeFacts {
                 pattern,
                 named_by,
                 shape,
@@ -385,94 +518,125 @@ impl Engine {
         Some(self.origins.get_or_insert_with(&key, || made).clone())
     }
 
-    /// Writes and the documents they carry; then the request hooks.
+    /// A reply, paired with the request it answers; for a data operation,
+    /// these steps in order: learnt (if the server accepted it), completed
+    /// (its cursor, the documents it returns, the rules' hooks), offered as
+    /// the list an N+1 follows, and folded into the connection's
+    /// invocation. An exhaust reply announces the next.
     fn reply(&mut self, conn: u64, at: Instant, frame: &Bytes, index: Option<ReplyIndex>) {
         let Some(header) = wire::Header::parse(frame) else {
             return;
         };
-        let response_to = header.response_to;
-        // A reply with no request waiting is normal: most commands
-        // (hello, createIndexes, drop…) are not tracked for pairing.
-        let Some(state) = self.conns.get_mut(&conn) else {
+        let Some(mut pending) = self.pair(conn, at, header.response_to) else {
             return;
         };
-        let Some(mut pending) = state.take(response_to) else {
-            return;
-        };
-        state.last_activity = Some(at);
         let more_to_come = wire::frame::more_to_come(frame);
         let latency = at.saturating_duration_since(pending.at).as_micros() as u64;
         let reply = index.and_then(|i| Reply::at(frame, &i));
         // Taken, not cloned: the request is done with once answered.
-        let Some(origin) = pending.origin.take() else {
+        let Some(mut origin) = pending.origin.take() else {
             self.learn_partition_key(&pending, reply.as_ref());
             return;
         };
-        let bytes = header.message_length.max(0) as u64;
-        let ok = reply.as_ref().is_some_and(|r| r.ok());
-        let mut errors = Vec::new();
-        if let Some(r) = &reply {
-            if !ok {
-                errors.push(r.code().unwrap_or(-1));
-            }
-            errors.extend(r.write_error_codes());
+        let outcome = Outcome::of(reply.as_ref());
+        if pending.learn && !self.learn_if_accepted(conn, &pending, &mut origin, &outcome) {
+            return;
         }
-        let mut origin = origin;
-        if pending.learn {
-            if !ok && !unsupported_here(reply.as_ref()) {
-                // Refused: counted against its pattern when the pattern is
-                // known already, and nothing more.
-                let mut k = lock(&self.knowledge);
-                k.rejected_operations += 1;
-                if let Some(p) = k.patterns.patterns.map_get_mut(&*origin.pattern) {
-                    for code in &errors {
-                        p.count_error(*code);
-                    }
-                }
-                return;
-            }
-            if let Some(cmd) = pending.request.command() {
-                let failed = reply
-                    .as_ref()
-                    .map(|r| r.write_error_indices())
-                    .unwrap_or_default();
-                origin.partitioning = self.learn(conn, pending.at, cmd, &origin, &failed);
-            }
-        }
-        let cursor = reply.as_ref().and_then(|r| r.cursor());
-        let value = reply.as_ref().and_then(|r| r.value());
-        let value = value.map(|v| [v]);
-        let docs: &[&bson::RawDocument] = match (&cursor, &value) {
-            (Some(c), _) => &c.documents,
-            (None, Some(v)) => v,
-            _ => &[],
+        let returned = Returned::of(outcome.reply);
+        let docs = returned.documents();
+        self.complete(&pending, &origin, &outcome, &returned, latency);
+        let state = self.conns.entry(conn).or_default();
+        let batch = returned.cursor.as_ref().map(|_| frame);
+        state.offer_list(&self.pool, at, &pending, &origin, batch, docs);
+        let trip = RoundTrip {
+            latency_micros: latency,
+            docs: docs.len() as u64,
+            bytes: header.message_length.max(0) as u64,
+            errors: outcome.errors,
         };
+        state.fold_round_trip(&self.knowledge, &pending, &origin.pattern, trip);
+        if more_to_come {
+            // Exhaust: the next reply answers this one.
+            let next = Pending {
+                at,
+                continuation: true,
+                learn: false,
+                origin: Some(origin),
+                ..pending
+            };
+            self.remember(conn, header.request_id, next);
+        }
+    }
 
+    /// The request a reply answers, no longer pending (the connection's
+    /// activity noted). A reply with no request waiting is normal: most
+    /// commands (hello, createIndexes, drop…) are not tracked for pairing.
+    #[inline]
+    fn pair(&mut self, conn: u64, at: Instant, response_to: i32) -> Option<Pending> {
+        let state = self.conns.get_mut(&conn)?;
+        let pending = state.take(response_to)?;
+        state.last_activity = Some(at);
+        Some(pending)
+    }
+
+    /// A data operation's reply: learnt from when the server accepted it
+    /// (or lacks only the feature), how it met the partition key kept in
+    /// `origin`. A refusal is counted against its pattern, and false
+    /// returned: nothing more is learnt from it.
+    #[inline]
+    fn learn_if_accepted(
+        &mut self,
+        conn: u64,
+        pending: &Pending,
+        origin: &mut RequestOrigin,
+        outcome: &Outcome<'_>,
+    ) -> bool {
+        if !outcome.ok && !unsupported_here(outcome.reply) {
+            self.count_refusal(&origin.pattern, &outcome.errors);
+            return false;
+        }
+        if let Some(cmd) = pending.request.command() {
+            let failed = outcome
+                .reply
+                .map(|r| r.write_error_indices())
+                .unwrap_or_default();
+            origin.partitioning = self.learn(conn, pending.at, cmd, origin, &failed);
+        }
+        true
+    }
+
+    /// A refused data operation: counted against its pattern when the
+    /// pattern is known already, and nothing more.
+    fn count_refusal(&self, pattern: &str, errors: &[i32]) {
+        let mut k = lock(&self.knowledge);
+        k.rejected_operations += 1;
+        if let Some(p) = k.patterns.patterns.map_get_mut(pattern) {
+            for code in errors {
+                p.count_error(*code);
+            }
+        }
+    }
+
+    /// An answered operation, under one lock: its cursor remembered (or
+    /// forgotten once exhausted), the stored documents it returns observed,
+    /// and the rules' document and operation hooks run.
+    #[inline]
+    fn complete(
+        &self,
+        pending: &Pending,
+        origin: &RequestOrigin,
+        outcome: &Outcome<'_>,
+        returned: &Returned<'_>,
+        latency_micros: u64,
+    ) {
         // The request again, for the rules' view of the operation.
         let cmd = pending.request.command();
+        let docs = returned.documents();
         let events = {
             let mut k = lock(&self.knowledge);
-            if let Some(c) = &cursor {
-                if c.id != 0 {
-                    k.cursors.get_or_insert_with(&c.id, || origin.clone());
-                } else if pending.getmore {
-                    if let Some(id) = cmd.as_ref().and_then(|c| c.cursor_id()) {
-                        k.cursors.remove(&id);
-                    }
-                }
-            }
-            // Only documents as stored count as the collection's documents
-            // (not projected reads, nor $group / $project / $lookup output):
-            // a getMore's are what its cursor's first batch was.
-            let stored: SmallVec<[Doc<'_>; 2]> = if origin.whole {
-                docs.iter()
-                    .map(|d| Doc::new(d, &k.namespaces.caps))
-                    .collect()
-            } else {
-                SmallVec::new()
-            };
-            k.namespaces.observe_documents(&origin.namespace, &stored);
-            match &cmd {
+            track_cursor(&mut k, returned.cursor.as_ref(), pending, origin);
+            let stored = observe_returned(&mut k, origin, docs);
+            match cmd {
                 Some(cmd) => {
                     let view = OpView {
                         cmd,
@@ -485,91 +649,17 @@ impl Engine {
                     };
                     let done = CompletedOp {
                         op: &view,
-                        latency_micros: latency,
+                        latency_micros,
                         docs_returned: docs.len() as u64,
-                        ok,
-                        matched: reply.as_ref().and_then(|r| r.n()),
+                        ok: outcome.ok,
+                        matched: outcome.reply.and_then(|r| r.n()),
                     };
-                    k.trace = cmd.trace_id();
-                    let hooks = Hooks::OPERATION.and_if(!stored.is_empty(), Hooks::DOCUMENT);
-                    let events = k.with_rules(hooks, |rule, cx| {
-                        for doc in &stored {
-                            rule.on_document(&view, doc, DocSource::Returned, cx);
-                        }
-                        rule.on_operation(&done, cx);
-                    });
-                    k.trace = None;
-                    events
+                    operation_hooks(&mut k, &done, &stored)
                 }
                 None => Vec::new(),
             }
         };
         self.emit(events);
-
-        // Fold the round trip into the invocation in progress.
-        let state = self.conns.entry(conn).or_default();
-        // The list an N+1 would follow: a list read's documents, its
-        // getMores' too (the whole cursor).
-        let extends = pending.getmore
-            && state.lead.as_ref().is_some_and(|l| {
-                l.list.origin.shape.hash == origin.shape.hash
-                    && l.list.origin.namespace == origin.namespace
-            });
-        let batch = cursor.as_ref().map(|_| frame);
-        if extends {
-            if let Some(lead) = state.lead.as_mut() {
-                lead.add(&self.pool, at, batch, docs);
-            }
-        } else if !pending.getmore
-            && !std::mem::take(&mut state.linked)
-            && !docs.is_empty()
-            && cmd.as_ref().is_some_and(|c| follow_ups::is_list_read(c))
-            && !self.pool.full()
-        {
-            let mut lead = Lead {
-                _charge: Charge::new(&self.pool, follow_ups::Lead::max_bytes(&origin)),
-                list: follow_ups::Lead::new(at, origin.clone()),
-            };
-            lead.add(&self.pool, at, batch, docs);
-            state.lead = Some(lead);
-        }
-        let docs_n = docs.len() as u64;
-        match state
-            .current
-            .as_mut()
-            .filter(|inv| *inv.pattern == *origin.pattern)
-        {
-            Some(inv) => {
-                if pending.getmore && !pending.continuation {
-                    inv.round_trips += 1;
-                }
-                inv.latency_micros += latency;
-                inv.docs += docs_n;
-                inv.bytes += bytes;
-                inv.errors.extend(errors);
-            }
-            None => lock(&self.knowledge).patterns.add_round_trip(
-                &origin.pattern,
-                u64::from(!pending.continuation),
-                docs_n,
-                bytes,
-            ),
-        }
-        if more_to_come {
-            // Exhaust: the next reply answers this one.
-            let next = header.request_id;
-            self.remember(
-                conn,
-                next,
-                Pending {
-                    at,
-                    continuation: true,
-                    learn: false,
-                    origin: Some(origin),
-                    ..pending
-                },
-            );
-        }
     }
 
     /// A data operation the server accepted: it joins the connection's
@@ -581,7 +671,7 @@ impl Engine {
         conn: u64,
         at: Instant,
         cmd: &Command<'_>,
-        origin: &Origin,
+        origin: &RequestOrigin,
         failed: &[usize],
     ) -> Option<partition::Partitioning> {
         let (pattern, shape, namespace) = (&origin.pattern, &origin.shape, &origin.namespace);
@@ -640,7 +730,7 @@ impl Engine {
         if cmd.kind != Kind::Find {
             return None;
         }
-        let entry = state.lead.as_mut()?;
+        let entry = state.last_list.as_mut()?;
         let lead = &mut entry.list;
         if at.saturating_duration_since(lead.at) > follow_ups::FOLLOW_UP_WINDOW {
             return None;
@@ -782,7 +872,7 @@ impl Engine {
             // A list past its follow-up window holds no replies any more
             // (a getMore may still extend it, so it is indexed, not dropped).
             if let Some(lead) = state
-                .lead
+                .last_list
                 .as_mut()
                 .filter(|l| now.saturating_duration_since(l.list.at) > follow_ups::FOLLOW_UP_WINDOW)
             {
@@ -861,6 +951,65 @@ fn unsupported_here(reply: Option<&Reply<'_>>) -> bool {
         reply.and_then(|r| r.code()),
         Some(NOT_IMPLEMENTED | COMMAND_NOT_SUPPORTED)
     )
+}
+
+/// A cursor the reply opens is remembered with the request's origin (its
+/// getMores are of it); one a getMore exhausts is forgotten.
+fn track_cursor(
+    k: &mut Knowledge,
+    cursor: Option<&CursorBatch<'_>>,
+    pending: &Pending,
+    origin: &RequestOrigin,
+) {
+    let Some(c) = cursor else {
+        return;
+    };
+    if c.id != 0 {
+        k.cursors.get_or_insert_with(&c.id, || origin.clone());
+    } else if pending.getmore {
+        if let Some(id) = pending.request.command().and_then(|c| c.cursor_id()) {
+            k.cursors.remove(&id);
+        }
+    }
+}
+
+/// Observes the documents a reply returns as its namespace's, when they
+/// are documents as stored (not projected reads, nor $group / $project /
+/// $lookup output; a getMore's are what its cursor's first batch was).
+/// Returns them, walked, for the rules' document hooks.
+fn observe_returned<'d>(
+    k: &mut Knowledge,
+    origin: &RequestOrigin,
+    docs: &[&'d bson::RawDocument],
+) -> SmallVec<[Doc<'d>; 2]> {
+    let stored: SmallVec<[Doc<'_>; 2]> = if origin.whole {
+        docs.iter()
+            .map(|d| Doc::new(d, &k.namespaces.caps))
+            .collect()
+    } else {
+        SmallVec::new()
+    };
+    k.namespaces.observe_documents(&origin.namespace, &stored);
+    stored
+}
+
+/// The rules' document hooks for the stored documents an operation
+/// returned, then their operation hook; the findings carry its trace id.
+fn operation_hooks(
+    k: &mut Knowledge,
+    done: &CompletedOp<'_>,
+    stored: &[Doc<'_>],
+) -> Vec<FindingEvent> {
+    k.trace = done.op.cmd.trace_id();
+    let hooks = Hooks::OPERATION.and_if(!stored.is_empty(), Hooks::DOCUMENT);
+    let events = k.with_rules(hooks, |rule, cx| {
+        for doc in stored {
+            rule.on_document(done.op, doc, DocSource::Returned, cx);
+        }
+        rule.on_operation(done, cx);
+    });
+    k.trace = None;
+    events
 }
 
 /// The namespace a data command works on (bulkWrite: its first).

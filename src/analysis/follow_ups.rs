@@ -1,9 +1,9 @@
 //! N+1 linking: which queries fetch, per element of a list the application
 //! just read, documents of another collection by a value taken from that
-//! element. A [`Lead`] is the last list read on a connection (its whole
+//! element. A [`ListRead`] is the last list read on a connection (its whole
 //! cursor: getMore batches extend it) as hashes of its documents' values,
 //! each with the field it came from and the document it was in; a later
-//! query [`Lead::link`]s to it when its filter matches such a value.
+//! query [`ListRead::link`]s to it when its filter matches such a value.
 //!
 //! Provenance decides, not coincidence:
 //! - a link names the listed documents' field and the filter's field; the
@@ -24,7 +24,7 @@
 
 use super::budget::short_key;
 use super::command::{Command, Kind, Reply};
-use super::knowledge::Origin;
+use super::knowledge::RequestOrigin;
 use super::state::value_hash;
 use crate::wire::Message;
 use bson::{RawBsonRef, RawDocument};
@@ -51,9 +51,9 @@ const FILTER_VALUES: usize = 256;
 pub const MAX_HELD_BYTES: usize = 1 << 20;
 
 /// The last list read on a connection.
-pub struct Lead {
+pub struct ListRead {
     pub at: Instant,
-    pub origin: Origin,
+    pub origin: RequestOrigin,
     pub docs: u64,
     /// (value hash, field index in `fields`, document index), sorted: one
     /// value may sit in several fields and documents (post 3's `_id`, post
@@ -106,9 +106,9 @@ struct Asked<'a> {
     batched: bool,
 }
 
-impl Lead {
-    pub fn new(at: Instant, origin: Origin) -> Lead {
-        Lead {
+impl ListRead {
+    pub fn new(at: Instant, origin: RequestOrigin) -> ListRead {
+        ListRead {
             at,
             origin,
             docs: 0,
@@ -167,8 +167,8 @@ impl Lead {
     }
 
     /// Bytes it may hold at most (charged while it lives).
-    pub fn max_bytes(origin: &Origin) -> usize {
-        std::mem::size_of::<Lead>()
+    pub fn max_bytes(origin: &RequestOrigin) -> usize {
+        std::mem::size_of::<ListRead>()
             + MAX_LEAD_VALUES * std::mem::size_of::<(u64, u8, u32)>()
             + MAX_LEAD_FIELDS * (super::budget::MAX_KEY + 24)
             + MAX_FOLLOW_UPS * (3 * super::budget::MAX_KEY + 80)
@@ -402,19 +402,19 @@ fn field_asks<'a>(field: &str, v: RawBsonRef<'a>) -> Option<Asked<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::knowledge::ShapeOrigin;
+    use crate::analysis::knowledge::ShapeFacts;
     use crate::analysis::shape::Shape;
     use bson::rawdoc;
 
-    fn lead(docs: &[bson::RawDocumentBuf]) -> Lead {
-        let origin = Origin::new(ShapeOrigin {
+    fn list_read(docs: &[bson::RawDocumentBuf]) -> ListRead {
+        let origin = RequestOrigin::new(ShapeFacts {
             pattern: "list".into(),
             named_by: crate::analysis::patterns::NamedBy::Shape,
             shape: Shape::new("find blog.posts {}".into()),
             namespace: "blog.posts".into(),
             whole: true,
         });
-        let mut l = Lead::new(Instant::now(), origin);
+        let mut l = ListRead::new(Instant::now(), origin);
         let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
         l.add(Instant::now(), &refs);
         l
@@ -422,8 +422,8 @@ mod tests {
 
     /// The same list, its replies held (two batches: a find and a
     /// getMore) instead of indexed as they come.
-    fn held_lead(docs: &[bson::RawDocumentBuf]) -> Lead {
-        let mut l = lead(&[]);
+    fn held_list_read(docs: &[bson::RawDocumentBuf]) -> ListRead {
+        let mut l = list_read(&[]);
         for (i, batch) in docs.chunks(1).enumerate() {
             let mut array = bson::RawArrayBuf::new();
             for d in batch {
@@ -444,7 +444,7 @@ mod tests {
 
     #[test]
     fn held_batches_link_like_indexed_ones() {
-        let mut l = held_lead(&posts());
+        let mut l = held_list_read(&posts());
         assert_eq!(l.docs, 2);
         let a = l.link("blog.users", &rawdoc! {"_id": 100}).unwrap();
         assert_eq!(
@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn per_element_follow_ups_link_by_provenance() {
-        let mut l = lead(&posts());
+        let mut l = list_read(&posts());
         // The author by reference, the comments by the post's id.
         let a = l.link("blog.users", &rawdoc! {"_id": 100}).unwrap();
         assert_eq!(
@@ -505,14 +505,14 @@ mod tests {
 
     #[test]
     fn batches_same_keys_and_strangers_do_not_link() {
-        let mut l = lead(&posts());
+        let mut l = list_read(&posts());
         // populate: every author at once; or the one author two posts
         // share.
         assert_eq!(
             l.link("blog.users", &rawdoc! {"_id": {"$in": [100, 101]}}),
             None
         );
-        let mut shared = lead(&[
+        let mut shared = list_read(&[
             rawdoc! {"_id": 1, "authorId": 5},
             rawdoc! {"_id": 2, "authorId": 5},
         ]);
@@ -527,7 +527,7 @@ mod tests {
         assert_eq!(l.link("blog.posts", &rawdoc! {"authorId": 100}), None);
         // With one listed document, an $in is indistinguishable from a
         // batch: not linked; an equality is.
-        let mut one = lead(&posts()[..1]);
+        let mut one = list_read(&posts()[..1]);
         assert_eq!(
             one.link("blog.users", &rawdoc! {"_id": {"$in": [100]}}),
             None
@@ -546,7 +546,7 @@ mod tests {
                 .map(|i| rawdoc! {"_id": i, "authorId": i % 7, "tags": [i, i, i + 1]})
                 .collect()
         };
-        let mut l = lead(&batch(0));
+        let mut l = list_read(&batch(0));
         let mut first = 10;
         while !l.full() {
             let docs = batch(first);
@@ -554,7 +554,7 @@ mod tests {
             // What the batch brings, hashed apart (same field order, so
             // the same field numbers), then one sort of everything.
             let mut expected = l.values.clone();
-            let mut alone = lead(&batch(0));
+            let mut alone = list_read(&batch(0));
             alone.values.clear();
             for (i, d) in refs.iter().enumerate() {
                 alone.index(d, first as u32 + i as u32);

@@ -14,20 +14,22 @@ use super::state::{Caps, Namespaces};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// Where a cursor (and so its getMores) came from: what the request's
-/// shape decided, shared (a copy is one reference count, not three: a
-/// pending request, a cursor and an N+1 lead each hold one), and how this
-/// operation met the partition key.
+/// What is remembered of a data request while something of it lives on
+/// (its pending reply, its cursor and so its getMores, the N+1 list it
+/// read): the facts its shape decided, shared (a copy is one reference
+/// count, not three: a pending request, a cursor and an N+1 list each hold
+/// one), and how this operation met the partition key.
 #[derive(Clone, Debug)]
-pub struct Origin {
-    pub of_shape: Arc<ShapeOrigin>,
+pub struct RequestOrigin {
+    pub of_shape: Arc<ShapeFacts>,
     pub partitioning: Option<Partitioning>,
 }
 
-/// What a request's shape (and comment) decides, the same for every request
-/// of it.
+/// The facts a request's shape (and comment) decides, the same for every
+/// request of it: kept once per shape and shared by its requests'
+/// [`RequestOrigin`]s.
 #[derive(Debug)]
-pub struct ShapeOrigin {
+pub struct ShapeFacts {
     pub pattern: Arc<str>,
     /// Whether the pattern is the application's name (`comment`) or the
     /// shape.
@@ -40,18 +42,18 @@ pub struct ShapeOrigin {
     pub whole: bool,
 }
 
-impl Origin {
-    pub fn new(of_shape: ShapeOrigin) -> Origin {
-        Origin {
+impl RequestOrigin {
+    pub fn new(of_shape: ShapeFacts) -> RequestOrigin {
+        RequestOrigin {
             of_shape: Arc::new(of_shape),
             partitioning: None,
         }
     }
 }
 
-impl std::ops::Deref for Origin {
-    type Target = ShapeOrigin;
-    fn deref(&self) -> &ShapeOrigin {
+impl std::ops::Deref for RequestOrigin {
+    type Target = ShapeFacts;
+    fn deref(&self) -> &ShapeFacts {
         &self.of_shape
     }
 }
@@ -61,7 +63,7 @@ pub struct Knowledge {
     pub patterns: PatternTable,
     pub namespaces: Namespaces,
     pub findings: FindingStore,
-    pub cursors: Lru<i64, Origin>,
+    pub cursors: Lru<i64, RequestOrigin>,
     pub partition_keys: PartitionKeys,
     /// Fixed at creation: which rules run is decided once (see `hooks`).
     settings: RuleSettings,
@@ -122,11 +124,11 @@ impl Knowledge {
             patterns: PatternTable::new(pools.patterns.clone(), pools.shapes.clone()),
             namespaces: Namespaces::new(caps, pools.namespaces.clone(), pools.document_ids.clone()),
             findings: FindingStore::new(pools.findings.clone()),
-            cursors: Lru::in_pool(100_000, pools.cursors.clone(), |_, o: &Origin| {
+            cursors: Lru::in_pool(100_000, pools.cursors.clone(), |_, o: &RequestOrigin| {
                 o.pattern.len()
                     + o.shape.text.len()
                     + o.namespace.len()
-                    + std::mem::size_of::<(i64, Origin)>()
+                    + std::mem::size_of::<(i64, RequestOrigin)>()
                     + budget::ENTRY_OVERHEAD
             }),
             pools,

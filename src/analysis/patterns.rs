@@ -1,4 +1,4 @@
-//! Access patterns (DESIGN.md §3): what the application does, named by the
+//! Access patterns: what the application does, named by the
 //! operation's `comment` when it sets one ("Q2"), else by its shape.
 //!
 //! An *invocation* is one execution of a pattern. For a named pattern it is
