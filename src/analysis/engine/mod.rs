@@ -6,20 +6,27 @@
 //! workers in [`Knowledge`], behind one mutex that only the workers lock
 //! per message (readers: reports, the admin endpoints).
 
-use super::budget::{self, Charge, Lru, Pool};
+mod connection;
+mod observe;
+
+use connection::{ConnState, Pending, RoundTrip};
+use observe::{
+    data_namespace, observe_returned, observe_writes, operation_hooks, track_cursor,
+    unsupported_here,
+};
+
+use super::budget::{self, Lru, Pool};
 use super::command::{Command, CursorBatch, Kind, Reply, ReplyIndex};
 use super::findings::FindingEvent;
 use super::follow_ups;
 use super::knowledge::{Knowledge, RequestOrigin, ShapeFacts};
 use super::partition;
 use super::patterns::{Invocation, NamedBy};
-use super::rule::{CompletedOp, DocSource, FollowUp, Hooks, OpView};
+use super::rule::{CompletedOp, FollowUp, Hooks, OpView};
 use super::shape::{self, Shape};
-use super::state::Doc;
 use crate::stats::Direction;
 use crate::wire::{self, Message};
 use bytes::Bytes;
-use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// A map keyed by what the traffic brings, hashed fast (see `state::Lru`).
@@ -76,173 +83,6 @@ pub enum Decoded {
     Reply(Bytes, Option<ReplyIndex>),
 }
 
-/// A request waiting for its reply.
-struct Pending {
-    at: Instant,
-    /// The (uncompressed) request, decoded.
-    request: ParsedRequest,
-    origin: Option<RequestOrigin>,
-    getmore: bool,
-    /// A reply of an exhaust stream: it needed no request, so it is no
-    /// round trip of its own.
-    continuation: bool,
-    /// A data operation not learnt yet: its pattern, shape, state and rule
-    /// hooks wait for a reply that says the server accepted it.
-    learn: bool,
-    /// Its bytes (see `ConnState::hold`).
-    bytes: usize,
-}
-
-impl Pending {
-    fn new(
-        at: Instant,
-        request: ParsedRequest,
-        origin: Option<RequestOrigin>,
-        getmore: bool,
-    ) -> Pending {
-        Pending {
-            at,
-            request,
-            origin,
-            getmore,
-            continuation: false,
-            learn: false,
-            bytes: 0,
-        }
-    }
-}
-
-#[derive(Default)]
-struct ConnState {
-    /// Requests awaiting replies: put in by `hold`, taken out by `take`
-    /// and `retain` (which keep `pending_bytes`).
-    pending: FastMap<i32, Pending>,
-    /// The bytes of `pending`.
-    pending_bytes: usize,
-    /// What `pending` is charged to the connections pool: the most its
-    /// bytes have come to since the last tick found it empty. A request in
-    /// the steady state (one answered, the next sent) charges nothing new;
-    /// a charge per request was two atomic additions on a pool every worker
-    /// shares, two subtractions and a reference count each way.
-    pending_charge: Option<Charge>,
-    current: Option<Invocation>,
-    last_activity: Option<Instant>,
-    /// The last list read on this connection, for N+1 detection.
-    last_list: Option<ChargedListRead>,
-    /// Whether the operation being learnt was linked to `last_list` as a
-    /// follow-up (a follow-up returning a list does not replace the list
-    /// it follows).
-    linked: bool,
-}
-
-impl ConnState {
-    /// Keeps `pending` until its reply; returns the request it replaces.
-    fn hold(&mut self, pool: &Arc<Pool>, request_id: i32, pending: Pending) -> Option<Pending> {
-        self.pending_bytes += pending.bytes;
-        let replaced = self.pending.insert(request_id, pending);
-        if let Some(r) = &replaced {
-            self.pending_bytes -= r.bytes;
-        }
-        match &mut self.pending_charge {
-            Some(c) if c.bytes() < self.pending_bytes => c.resize(self.pending_bytes),
-            Some(_) => {}
-            None => self.pending_charge = Some(Charge::new(pool, self.pending_bytes)),
-        }
-        replaced
-    }
-
-    /// The request `request_id` answers, no longer pending.
-    fn take(&mut self, request_id: i32) -> Option<Pending> {
-        let taken = self.pending.remove(&request_id)?;
-        self.pending_bytes -= taken.bytes;
-        Some(taken)
-    }
-
-    /// Forgets the requests `keep` says no to.
-    fn retain(&mut self, mut keep: impl FnMut(&Pending) -> bool) {
-        self.pending.retain(|_, p| keep(p));
-        self.pending_bytes = self.pending.values().map(|p| p.bytes).sum();
-    }
-
-    /// Gives the pending requests' charge back if none is left.
-    fn settle(&mut self) {
-        if self.pending.is_empty() {
-            self.pending_charge = None;
-        }
-    }
-
-    /// Offers an answered read as the list an N+1 would follow: a list
-    /// read's documents start one, its getMores' extend it (the whole
-    /// cursor). A follow-up returning a list does not replace the list it
-    /// follows.
-    #[inline]
-    fn offer_list(
-        &mut self,
-        pool: &Arc<Pool>,
-        at: Instant,
-        pending: &Pending,
-        origin: &RequestOrigin,
-        batch: Option<&Bytes>,
-        docs: &[&bson::RawDocument],
-    ) {
-        let extends = pending.getmore
-            && self.last_list.as_ref().is_some_and(|l| {
-                l.list.origin.shape.hash == origin.shape.hash
-                    && l.list.origin.namespace == origin.namespace
-            });
-        if extends {
-            if let Some(list) = self.last_list.as_mut() {
-                list.add(pool, at, batch, docs);
-            }
-        } else if !pending.getmore
-            && !std::mem::take(&mut self.linked)
-            && !docs.is_empty()
-            && pending
-                .request
-                .command()
-                .is_some_and(|c| follow_ups::is_list_read(c))
-            && !pool.full()
-        {
-            let mut list = ChargedListRead {
-                _charge: Charge::new(pool, follow_ups::ListRead::max_bytes(origin)),
-                list: follow_ups::ListRead::new(at, origin.clone()),
-            };
-            list.add(pool, at, batch, docs);
-            self.last_list = Some(list);
-        }
-    }
-
-    /// Folds a round trip into the invocation in progress when it is of
-    /// the same pattern; else (the connection moved on) it is counted on
-    /// its pattern alone.
-    #[inline]
-    fn fold_round_trip(
-        &mut self,
-        knowledge: &Mutex<Knowledge>,
-        pending: &Pending,
-        pattern: &str,
-        trip: RoundTrip,
-    ) {
-        match self.current.as_mut().filter(|inv| *inv.pattern == *pattern) {
-            Some(inv) => {
-                if pending.getmore && !pending.continuation {
-                    inv.round_trips += 1;
-                }
-                inv.latency_micros += trip.latency_micros;
-                inv.docs += trip.docs;
-                inv.bytes += trip.bytes;
-                inv.errors.extend(trip.errors);
-            }
-            None => lock(knowledge).patterns.add_round_trip(
-                pattern,
-                u64::from(!pending.continuation),
-                trip.docs,
-                trip.bytes,
-            ),
-        }
-    }
-}
-
 /// What a reply says of the operation it answers: whether it succeeded,
 /// and the error codes it carries (the command's, then its write errors').
 struct Outcome<'r> {
@@ -288,56 +128,6 @@ impl<'r> Returned<'r> {
             (None, Some(v)) => v,
             _ => &[],
         }
-    }
-}
-
-/// One round trip of an operation, for its invocation: what it took and
-/// what it brought back.
-struct RoundTrip {
-    latency_micros: u64,
-    docs: u64,
-    bytes: u64,
-    errors: Vec<i32>,
-}
-
-/// The last list read (see `follow_ups`), and its bytes, charged to the
-/// connections pool until it goes.
-struct ChargedListRead {
-    list: follow_ups::ListRead,
-    _charge: Charge,
-}
-
-impl ChargedListRead {
-    /// A batch of the list: its cursor reply held unindexed while the pool
-    /// has room (its charge grows by the reply's bytes), else its
-    /// documents indexed now.
-    fn add(
-        &mut self,
-        pool: &Arc<Pool>,
-        at: Instant,
-        reply: Option<&Bytes>,
-        docs: &[&bson::RawDocument],
-    ) {
-        let held = reply.is_some_and(|r| !pool.full() && self.list.hold(at, r, docs.len()));
-        if held {
-            self.recharge();
-        } else {
-            self.list.add(at, docs);
-        }
-    }
-
-    /// Hashes the replies it holds and gives their bytes back.
-    fn index_held(&mut self) {
-        if self.list.held_bytes() > 0 {
-            self.list.index_held();
-            self.recharge();
-        }
-    }
-
-    /// Charges what it holds now: its fixed part and the replies held.
-    fn recharge(&mut self) {
-        let bytes = follow_ups::ListRead::max_bytes(&self.list.origin) + self.list.held_bytes();
-        self._charge.resize(bytes);
     }
 }
 
@@ -937,149 +727,4 @@ impl Engine {
 
 fn lock(knowledge: &Mutex<Knowledge>) -> std::sync::MutexGuard<'_, Knowledge> {
     knowledge.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A refusal that says "this backend does not implement it" (FerretDB and
-/// Cosmos DB answer `$lookup` stages or commands they lack this way): the
-/// server parsed, authenticated and authorized the request, so the access
-/// pattern is the application's own, as MongoDB would run it, and it is
-/// learnt. Every other refusal (unauthorized, invalid, failed) is not.
-fn unsupported_here(reply: Option<&Reply<'_>>) -> bool {
-    const NOT_IMPLEMENTED: i32 = 238;
-    const COMMAND_NOT_SUPPORTED: i32 = 115;
-    matches!(
-        reply.and_then(|r| r.code()),
-        Some(NOT_IMPLEMENTED | COMMAND_NOT_SUPPORTED)
-    )
-}
-
-/// A cursor the reply opens is remembered with the request's origin (its
-/// getMores are of it); one a getMore exhausts is forgotten.
-fn track_cursor(
-    k: &mut Knowledge,
-    cursor: Option<&CursorBatch<'_>>,
-    pending: &Pending,
-    origin: &RequestOrigin,
-) {
-    let Some(c) = cursor else {
-        return;
-    };
-    if c.id != 0 {
-        k.cursors.get_or_insert_with(&c.id, || origin.clone());
-    } else if pending.getmore {
-        if let Some(id) = pending.request.command().and_then(|c| c.cursor_id()) {
-            k.cursors.remove(&id);
-        }
-    }
-}
-
-/// Observes the documents a reply returns as its namespace's, when they
-/// are documents as stored (not projected reads, nor $group / $project /
-/// $lookup output; a getMore's are what its cursor's first batch was).
-/// Returns them, walked, for the rules' document hooks.
-fn observe_returned<'d>(
-    k: &mut Knowledge,
-    origin: &RequestOrigin,
-    docs: &[&'d bson::RawDocument],
-) -> SmallVec<[Doc<'d>; 2]> {
-    let stored: SmallVec<[Doc<'_>; 2]> = if origin.whole {
-        docs.iter()
-            .map(|d| Doc::new(d, &k.namespaces.caps))
-            .collect()
-    } else {
-        SmallVec::new()
-    };
-    k.namespaces.observe_documents(&origin.namespace, &stored);
-    stored
-}
-
-/// The rules' document hooks for the stored documents an operation
-/// returned, then their operation hook; the findings carry its trace id.
-fn operation_hooks(
-    k: &mut Knowledge,
-    done: &CompletedOp<'_>,
-    stored: &[Doc<'_>],
-) -> Vec<FindingEvent> {
-    k.trace = done.op.cmd.trace_id();
-    let hooks = Hooks::OPERATION.and_if(!stored.is_empty(), Hooks::DOCUMENT);
-    let events = k.with_rules(hooks, |rule, cx| {
-        for doc in stored {
-            rule.on_document(done.op, doc, DocSource::Returned, cx);
-        }
-        rule.on_operation(done, cx);
-    });
-    k.trace = None;
-    events
-}
-
-/// The namespace a data command works on (bulkWrite: its first).
-fn data_namespace(cmd: &Command<'_>) -> Option<String> {
-    if cmd.kind == Kind::BulkWrite {
-        return cmd
-            .bulk_write()
-            .and_then(|(ns, _)| ns.first().map(|s| s.to_string()));
-    }
-    cmd.namespace()
-}
-
-/// Records what a write carries (documents, update operators) and runs the
-/// request and document hooks.
-/// `failed`: the statements the server reported in `writeErrors` (sorted):
-/// their documents were not stored, nor, in an ordered write, any after
-/// the first of them.
-fn observe_writes(k: &mut Knowledge, view: &OpView<'_>, failed: &[usize]) -> Vec<FindingEvent> {
-    let (cmd, namespace) = (view.cmd, view.namespace);
-    // Only these carry documents or updates (`Command::documents`,
-    // `Command::updates`): the others, reads mostly, go to the request
-    // hooks at once.
-    if !matches!(cmd.kind, Kind::Insert | Kind::Update | Kind::FindAndModify) {
-        return k.with_rules(Hooks::REQUEST, |rule, cx| rule.on_request(view, cx));
-    }
-    let ordered = cmd.ordered();
-    let applied = |i: &usize| match failed.first() {
-        None => true,
-        Some(first) if ordered => i < first,
-        Some(_) => failed.binary_search(i).is_err(),
-    };
-    let caps = &k.namespaces.caps;
-    let inserted: SmallVec<[Doc<'_>; 2]> = cmd
-        .documents()
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| applied(i))
-        .map(|(_, d)| Doc::new(d, caps))
-        .collect();
-    let updates: Vec<_> = cmd
-        .updates()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| applied(i))
-        .map(|(_, u)| u)
-        .collect();
-    let mut replaced = Vec::new();
-    k.namespaces.observe_inserted_all(namespace, &inserted);
-    for u in &updates {
-        match u.update {
-            Some(doc) if u.is_operator_update() => {
-                k.namespaces.observe_update(namespace, u.filter, doc)
-            }
-            Some(doc) => {
-                let doc = Doc::new(doc, &k.namespaces.caps);
-                k.namespaces.observe_replacement(namespace, u.filter, &doc);
-                replaced.push(doc);
-            }
-            None => {}
-        }
-    }
-    let documents = !inserted.is_empty() || !replaced.is_empty();
-    let hooks = Hooks::REQUEST.and_if(documents, Hooks::DOCUMENT);
-    k.with_rules(hooks, |rule, cx| {
-        rule.on_request(view, cx);
-        for doc in &inserted {
-            rule.on_document(view, doc, DocSource::Inserted, cx);
-        }
-        for doc in &replaced {
-            rule.on_document(view, doc, DocSource::Replaced, cx);
-        }
-    })
 }
