@@ -38,6 +38,7 @@ pub mod patterns;
 pub mod rule;
 pub mod shape;
 pub mod state;
+pub mod trace_context;
 
 use crate::proxy::Tap;
 use crate::stats::{Direction, Stats};
