@@ -2,6 +2,7 @@
 //! subject) in the [`FindingStore`].
 
 use super::budget::{short_key, shorten, Pool};
+use super::hash::fnv1a;
 use super::rule::RuleMeta;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -92,7 +93,7 @@ impl Finding {
 
     /// A short stable fingerprint of the key, for SARIF.
     pub fn fingerprint(&self) -> String {
-        format!("{:016x}", super::shape::fnv1a(self.key().as_bytes()))
+        format!("{:016x}", fnv1a(self.key().as_bytes()))
     }
 }
 

@@ -32,6 +32,7 @@ pub mod command;
 pub mod engine;
 pub mod findings;
 pub mod follow_ups;
+pub mod hash;
 pub mod knowledge;
 pub mod partition;
 pub mod patterns;
