@@ -2,8 +2,8 @@
 //! subject) in the [`FindingStore`].
 
 use super::budget::{short_key, shorten, Pool};
+use super::catalogue::RuleMeta;
 use super::hash::fnv1a;
-use super::rule::RuleMeta;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
@@ -11,32 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    pub fn parse(s: &str) -> Option<Severity> {
-        match s {
-            "info" => Some(Severity::Info),
-            "warning" | "warn" => Some(Severity::Warning),
-            "error" => Some(Severity::Error),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
+/// A finding's severity: rules and the configuration name it through
+/// this module too.
+pub use super::catalogue::Severity;
 
 /// What a rule reports.
 pub struct FindingDraft {

@@ -28,6 +28,7 @@
 //! land in the shared [`knowledge::Knowledge`].
 
 pub mod budget;
+pub mod catalogue;
 pub mod command;
 pub mod engine;
 pub mod findings;
