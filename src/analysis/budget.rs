@@ -19,6 +19,7 @@
 //! strings and vectors at capacity, and the table's per-entry overhead),
 //! checked against a counting allocator in `tests/memory_budget.rs`.
 
+use super::hash::fnv1a;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::hash::Hash;
@@ -58,7 +59,7 @@ pub fn shorten(s: &str, max: usize) -> Cow<'_, str> {
     if s.len() <= max {
         return Cow::Borrowed(s);
     }
-    let hash = super::shape::fnv1a(s.as_bytes());
+    let hash = fnv1a(s.as_bytes());
     // "…" is 3 bytes, the hash 16.
     let mut cut = max.saturating_sub(19);
     while !s.is_char_boundary(cut) {

@@ -2,7 +2,8 @@
 //! subject) in the [`FindingStore`].
 
 use super::budget::{short_key, shorten, Pool};
-use super::rule::RuleMeta;
+use super::catalogue::RuleMeta;
+use super::hash::fnv1a;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
@@ -10,32 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    pub fn parse(s: &str) -> Option<Severity> {
-        match s {
-            "info" => Some(Severity::Info),
-            "warning" | "warn" => Some(Severity::Warning),
-            "error" => Some(Severity::Error),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
+/// A finding's severity: rules and the configuration name it through
+/// this module too.
+pub use super::catalogue::Severity;
 
 /// What a rule reports.
 pub struct FindingDraft {
@@ -92,7 +70,7 @@ impl Finding {
 
     /// A short stable fingerprint of the key, for SARIF.
     pub fn fingerprint(&self) -> String {
-        format!("{:016x}", super::shape::fnv1a(self.key().as_bytes()))
+        format!("{:016x}", fnv1a(self.key().as_bytes()))
     }
 }
 

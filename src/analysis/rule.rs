@@ -10,8 +10,9 @@
 //! rules themselves live in `crate::rules`, above this layer; the
 //! application hands them to the engine.
 
+use super::catalogue::Severity;
 use super::command::Command;
-use super::findings::{Change, FindingDraft, FindingEvent, FindingStore, Severity};
+use super::findings::{Change, FindingDraft, FindingEvent, FindingStore};
 use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::{NamedBy, PatternTable};
 use super::shape::Shape;
@@ -20,32 +21,9 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
-/// A tunable number of a rule, with its default and meaning.
-pub struct Threshold {
-    pub name: &'static str,
-    pub default: f64,
-    pub help: &'static str,
-}
-
-/// What a rule is, for docs, SARIF and config validation.
-pub struct RuleMeta {
-    pub id: &'static str,
-    pub name: &'static str,
-    pub severity: Severity,
-    /// One sentence: what it detects.
-    pub summary: &'static str,
-    /// What to do, naming the pattern.
-    pub advice: &'static str,
-    /// Where the rule comes from: the public pages, by title.
-    pub source: &'static str,
-    pub thresholds: &'static [Threshold],
-}
-
-impl RuleMeta {
-    pub fn docs_path(&self) -> String {
-        format!("docs/rules/{}.md", self.id)
-    }
-}
+/// What a rule is and what it lets users tune: part of the contract, so
+/// rules name them here.
+pub use super::catalogue::{RuleMeta, Threshold};
 
 /// A data operation as rules see it.
 pub struct OpView<'a> {
