@@ -2,9 +2,9 @@
 //! environment variables (clap reads those) and the config file's `[proxy]`
 //! section: a flag wins over the environment, which wins over the file.
 
-use super::{ClientTls, ConfigError, FileConfig, Origin, ProxySettings};
+use super::{ClientTls, ConfigError, FileConfig, Origin, ProxySection, ProxySettings};
 use crate::analysis::findings::Severity;
-use crate::proxy::uri::UpstreamUri;
+use crate::proxy::{self, uri::UpstreamUri};
 use clap::ValueEnum;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -184,66 +184,120 @@ impl ProxyArgs {
     /// Merges flags (and their environment variables) with the config file.
     pub fn settings(&self) -> Result<(ProxySettings, Option<FileConfig>, RunOptions), ConfigError> {
         let file = self.config.as_deref().map(FileConfig::load).transpose()?;
-        let section = file.as_ref().map(|f| &f.proxy);
-        let file_origin = || Origin::File(self.config.clone().unwrap_or_default());
-
-        // The first of flag, file, in that order, with where it came from.
-        macro_rules! pick {
-            ($field:ident, $flag:literal) => {
-                match (&self.$field, section.and_then(|s| s.$field.clone())) {
-                    (Some(v), _) => Some((v.clone(), Origin::Flag($flag))),
-                    (None, Some(v)) => Some((v, file_origin())),
-                    (None, None) => None,
-                }
-            };
+        let sources = Sources {
+            args: self,
+            section: file.as_ref().map(|f| &f.proxy),
+        };
+        let mut settings = sources.addresses()?;
+        sources.timeouts(&mut settings.forward)?;
+        sources.limits(&mut settings)?;
+        sources.switches(&mut settings);
+        sources.outputs(&mut settings)?;
+        if let (Some(file), Some(path)) = (&file, &self.config) {
+            file_only(file, path, &mut settings.analysis)?;
         }
+        if let Some(text) = &self.analysis_memory {
+            settings.analysis.caps.memory =
+                super::parse_memory(text, "analysis-memory", "--analysis-memory")?;
+        }
+        let run = sources.run_options()?;
+        settings.forward.tls = sources.client_tls()?;
+        Ok((settings, file, run))
+    }
+}
 
+/// Where a setting can come from: a flag (or its environment variable),
+/// else the config file's `[proxy]` section.
+struct Sources<'a> {
+    args: &'a ProxyArgs,
+    section: Option<&'a ProxySection>,
+}
+
+/// The first of flag, file, in that order, with where it came from.
+macro_rules! pick {
+    ($sources:expr, $field:ident, $flag:literal) => {
+        $sources.pick(
+            &$sources.args.$field,
+            $sources.section.and_then(|s| s.$field.clone()),
+            $flag,
+        )
+    };
+}
+
+impl Sources<'_> {
+    /// `flag`'s value, else `file`'s, with where it came from (`name`: the
+    /// flag's).
+    fn pick<T: Clone>(
+        &self,
+        flag: &Option<T>,
+        file: Option<T>,
+        name: &'static str,
+    ) -> Option<(T, Origin)> {
+        match (flag, file) {
+            (Some(v), _) => Some((v.clone(), Origin::Flag(name))),
+            (None, Some(v)) => Some((v, self.file_origin())),
+            (None, None) => None,
+        }
+    }
+
+    fn file_origin(&self) -> Origin {
+        Origin::File(self.args.config.clone().unwrap_or_default())
+    }
+
+    /// The settings for the upstream (required) and the listen address,
+    /// every other value at its default.
+    fn addresses(&self) -> Result<ProxySettings, ConfigError> {
         let (upstream, upstream_origin) =
-            pick!(upstream, "upstream").ok_or(ConfigError::NoUpstream)?;
+            pick!(self, upstream, "upstream").ok_or(ConfigError::NoUpstream)?;
         let upstream_text = upstream.clone();
         let upstream = UpstreamUri::parse(&upstream).map_err(|e| ConfigError::Invalid {
             origin: upstream_origin.to_string(),
             key: "upstream".into(),
             message: e.to_string(),
         })?;
-        let listen = pick!(listen, "listen")
+        let listen = pick!(self, listen, "listen")
             .map(|(v, _)| v)
             .unwrap_or_else(|| "127.0.0.1:27018".to_string());
         let mut settings = ProxySettings::new(&listen, "mongodb://placeholder")?;
         settings.forward.upstream = upstream;
         settings.upstream_raw = super::RawUri::new(upstream_text);
+        Ok(settings)
+    }
 
-        let duration =
-            |value: Option<(String, Origin)>, key: &str, default: Option<Duration>| match value {
-                Some((v, origin)) => super::parse_duration(&v, &origin, key),
-                None => Ok(default),
-            };
-        settings.forward.connect_timeout = duration(
-            pick!(connect_timeout, "connect-timeout"),
+    fn timeouts(&self, forward: &mut proxy::Settings) -> Result<(), ConfigError> {
+        forward.connect_timeout = duration(
+            pick!(self, connect_timeout, "connect-timeout"),
             "connect_timeout",
-            Some(settings.forward.connect_timeout),
+            Some(forward.connect_timeout),
         )?
-        .unwrap_or(settings.forward.connect_timeout);
-        settings.forward.idle_timeout =
-            duration(pick!(idle_timeout, "idle-timeout"), "idle_timeout", None)?;
-        settings.forward.upstream_timeout = duration(
-            pick!(upstream_timeout, "upstream-timeout"),
+        .unwrap_or(forward.connect_timeout);
+        forward.idle_timeout = duration(
+            pick!(self, idle_timeout, "idle-timeout"),
+            "idle_timeout",
+            None,
+        )?;
+        forward.upstream_timeout = duration(
+            pick!(self, upstream_timeout, "upstream-timeout"),
             "upstream_timeout",
             None,
         )?;
-        settings.forward.message_timeout = duration(
-            pick!(message_timeout, "message-timeout"),
+        forward.message_timeout = duration(
+            pick!(self, message_timeout, "message-timeout"),
             "message_timeout",
-            settings.forward.message_timeout,
+            forward.message_timeout,
         )?;
-        settings.forward.shutdown_grace = duration(
-            pick!(shutdown_grace, "shutdown-grace"),
+        forward.shutdown_grace = duration(
+            pick!(self, shutdown_grace, "shutdown-grace"),
             "shutdown_grace",
-            Some(settings.forward.shutdown_grace),
+            Some(forward.shutdown_grace),
         )?
         .unwrap_or(Duration::ZERO);
+        Ok(())
+    }
 
-        if let Some((n, origin)) = pick!(max_connections, "max-connections") {
+    /// Connections, queue, memory and the analysis' share of the work.
+    fn limits(&self, settings: &mut ProxySettings) -> Result<(), ConfigError> {
+        if let Some((n, origin)) = pick!(self, max_connections, "max-connections") {
             if n == 0 {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
@@ -253,44 +307,54 @@ impl ProxyArgs {
             }
             settings.forward.max_connections = n;
         }
-        if let Some((n, _)) = pick!(analysis_queue, "analysis-queue") {
+        if let Some((n, _)) = pick!(self, analysis_queue, "analysis-queue") {
             settings.analysis.queue_capacity = n.max(1);
         }
-        if let Some((text, origin)) = pick!(forward_memory, "forward-memory") {
+        if let Some((text, origin)) = pick!(self, forward_memory, "forward-memory") {
             settings.forward.forward_memory =
                 super::parse_memory(&text, "forward_memory", &origin.to_string())?;
         }
-        if let Some((text, origin)) = pick!(analysis_share, "analysis-share") {
+        if let Some((text, origin)) = pick!(self, analysis_share, "analysis-share") {
             settings.analysis.min_sampling =
                 super::parse_share(&text, "analysis_share", &origin.to_string())?;
         }
-        if let Some((text, origin)) = pick!(analysis_cpu, "analysis-cpu") {
+        if let Some((text, origin)) = pick!(self, analysis_cpu, "analysis-cpu") {
             settings.analysis.cpu_share = Some(super::parse_cpu_share(
                 &text,
                 "analysis_cpu",
                 &origin.to_string(),
             )?);
         }
-        if let Some((n, _)) = pick!(analysis_workers, "analysis-workers") {
+        if let Some((n, _)) = pick!(self, analysis_workers, "analysis-workers") {
             settings.analysis.workers = n.max(1);
         }
+        Ok(())
+    }
+
+    /// What is on or off: a flag turns it so, else the file may.
+    fn switches(&self, settings: &mut ProxySettings) {
+        let (args, section) = (self.args, self.section);
         settings.analysis.enabled =
-            !(self.no_analysis || section.and_then(|s| s.analysis) == Some(false));
-        settings.forward.allow_x509_passthrough = self.allow_x509_passthrough
+            !(args.no_analysis || section.and_then(|s| s.analysis) == Some(false));
+        settings.forward.allow_x509_passthrough = args.allow_x509_passthrough
             || section.and_then(|s| s.allow_x509_passthrough) == Some(true);
         settings.forward.rewrite_topology =
-            !(self.no_topology_rewrite || section.and_then(|s| s.rewrite_topology) == Some(false));
+            !(args.no_topology_rewrite || section.and_then(|s| s.rewrite_topology) == Some(false));
         settings.analysis.show_values =
-            self.show_values || section.and_then(|s| s.show_values) == Some(true);
-        settings.report = pick!(report, "report").map(|(v, _)| v);
+            args.show_values || section.and_then(|s| s.show_values) == Some(true);
+    }
+
+    /// The report file and the admin endpoints.
+    fn outputs(&self, settings: &mut ProxySettings) -> Result<(), ConfigError> {
+        settings.report = pick!(self, report, "report").map(|(v, _)| v);
         settings.report_interval = duration(
-            pick!(report_interval, "report-interval"),
+            pick!(self, report_interval, "report-interval"),
             "report_interval",
             Some(settings.report_interval),
         )?
         .unwrap_or(settings.report_interval);
-        settings.admin = pick!(admin, "admin").map(|(v, _)| v);
-        settings.admin_token = match pick!(admin_token, "admin-token") {
+        settings.admin = pick!(self, admin, "admin").map(|(v, _)| v);
+        settings.admin_token = match pick!(self, admin_token, "admin-token") {
             Some((token, origin)) if token.trim().is_empty() => {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
@@ -300,36 +364,18 @@ impl ProxyArgs {
             }
             other => other.map(|(v, _)| v),
         };
-        if let (Some(file), Some(path)) = (&file, &self.config) {
-            settings.analysis.rules = super::rule_settings(file, path)?;
-            file.limits.apply(&mut settings.analysis.caps);
-            if let Some(text) = &file.limits.analysis_memory {
-                settings.analysis.caps.memory = super::parse_memory(
-                    text,
-                    "limits.analysis_memory",
-                    &path.display().to_string(),
-                )?;
-            }
-            settings.analysis.partition_keys = file.partition_keys(&path.display().to_string())?;
-            for (ns, key, _) in &settings.analysis.partition_keys {
-                if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {
-                    return Err(ConfigError::Invalid {
-                        origin: path.display().to_string(),
-                        key: format!("collections.\"{ns}\".partition_key"),
-                        message: "needs a \"db.collection\" name and non-empty paths, e.g. [collections.\"blog.posts\"] partition_key = [\"postId\"]".into(),
-                    });
-                }
-            }
-        }
-        if let Some(text) = &self.analysis_memory {
-            settings.analysis.caps.memory =
-                super::parse_memory(text, "analysis-memory", "--analysis-memory")?;
-        }
-        let fail_on = match (self.fail_on, section.and_then(|s| s.fail_on.clone())) {
+        Ok(())
+    }
+
+    fn run_options(&self) -> Result<RunOptions, ConfigError> {
+        let fail_on = match (
+            self.args.fail_on,
+            self.section.and_then(|s| s.fail_on.clone()),
+        ) {
             (Some(level), _) => Some(level.severity()),
             (None, Some(text)) => {
                 Some(Severity::parse(&text).ok_or_else(|| ConfigError::Invalid {
-                    origin: file_origin().to_string(),
+                    origin: self.file_origin().to_string(),
                     key: "fail_on".into(),
                     message: format!("must be \"info\", \"warning\" or \"error\", not {text:?}"),
                 })?)
@@ -337,36 +383,73 @@ impl ProxyArgs {
             (None, None) => None,
         };
         let summary_interval = duration(
-            pick!(summary_interval, "summary-interval"),
+            pick!(self, summary_interval, "summary-interval"),
             "summary_interval",
             Some(Duration::from_secs(30)),
         )?;
-        let run = RunOptions {
+        Ok(RunOptions {
             fail_on,
             summary_interval,
-        };
-
-        let cert = pick!(tls_cert, "tls-cert");
-        let key = pick!(tls_key, "tls-key");
-        let client_ca = pick!(tls_client_ca, "tls-client-ca").map(|(v, _)| v);
-        settings.forward.tls = match (cert, key) {
-            (Some((cert, _)), Some((key, _))) => Some(ClientTls { cert, key, client_ca }),
-            (None, None) if client_ca.is_none() => None,
-            (Some((_, origin)), None) | (None, Some((_, origin))) => {
-                return Err(ConfigError::Invalid {
-                    origin: origin.to_string(),
-                    key: "tls_cert/tls_key".into(),
-                    message: "must be given together".into(),
-                })
-            }
-            (None, None) => {
-                return Err(ConfigError::Invalid {
-                    origin: "tls_client_ca".into(),
-                    key: "tls_client_ca".into(),
-                    message: "needs tls_cert and tls_key (client certificates are checked during the proxy's own TLS handshake)".into(),
-                })
-            }
-        };
-        Ok((settings, file, run))
+        })
     }
+
+    /// The proxy's own TLS for clients: certificate and key together, and
+    /// client certificates checked only with them.
+    fn client_tls(&self) -> Result<Option<ClientTls>, ConfigError> {
+        let cert = pick!(self, tls_cert, "tls-cert");
+        let key = pick!(self, tls_key, "tls-key");
+        let client_ca = pick!(self, tls_client_ca, "tls-client-ca").map(|(v, _)| v);
+        match (cert, key) {
+            (Some((cert, _)), Some((key, _))) => Ok(Some(ClientTls { cert, key, client_ca })),
+            (None, None) if client_ca.is_none() => Ok(None),
+            (Some((_, origin)), None) | (None, Some((_, origin))) => Err(ConfigError::Invalid {
+                origin: origin.to_string(),
+                key: "tls_cert/tls_key".into(),
+                message: "must be given together".into(),
+            }),
+            (None, None) => Err(ConfigError::Invalid {
+                origin: "tls_client_ca".into(),
+                key: "tls_client_ca".into(),
+                message: "needs tls_cert and tls_key (client certificates are checked during the proxy's own TLS handshake)".into(),
+            }),
+        }
+    }
+}
+
+/// A duration setting's value: parsed where it was given, else `default`.
+fn duration(
+    value: Option<(String, Origin)>,
+    key: &str,
+    default: Option<Duration>,
+) -> Result<Option<Duration>, ConfigError> {
+    match value {
+        Some((v, origin)) => super::parse_duration(&v, &origin, key),
+        None => Ok(default),
+    }
+}
+
+/// What only the config file (at `path`) can set: rules, limits, the
+/// analysis memory and partition keys.
+fn file_only(
+    file: &FileConfig,
+    path: &std::path::Path,
+    analysis: &mut crate::analysis::Settings,
+) -> Result<(), ConfigError> {
+    analysis.rules = super::rule_settings(file, path)?;
+    file.limits.apply(&mut analysis.caps);
+    if let Some(text) = &file.limits.analysis_memory {
+        analysis.caps.memory =
+            super::parse_memory(text, "limits.analysis_memory", &path.display().to_string())?;
+    }
+    analysis.partition_keys = file.partition_keys(&path.display().to_string())?;
+    for (ns, key, _) in &analysis.partition_keys {
+        if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {
+            return Err(ConfigError::Invalid {
+                origin: path.display().to_string(),
+                key: format!("collections.\"{ns}\".partition_key"),
+                message: "needs a \"db.collection\" name and non-empty paths, e.g. [collections.\"blog.posts\"] partition_key = [\"postId\"]".into(),
+            });
+        }
+    }
+    Ok(())
 }

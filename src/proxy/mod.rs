@@ -16,50 +16,33 @@
 //! [`Forwarder::start`] binds and accepts; the application (`crate::app`)
 //! puts the analysis behind the tap and the admin server and reports beside.
 
+pub mod buffer_budget;
+pub mod connection;
 mod requests;
 pub mod session;
+mod tap;
 pub mod tls;
 pub mod topology;
 pub mod upstream;
 pub mod uri;
+mod x509;
 
-use crate::stats::{Direction, RateLimit, Stats};
-use bytes::Bytes;
+pub use tap::{NoTap, Tap};
+
+use crate::stats::{RateLimit, Stats};
+use buffer_budget::BufferBudget;
+use connection::tune_socket;
+use session::SessionContext;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tls::ClientTls;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use upstream::Upstream;
 use uri::UpstreamUri;
-
-/// What a session hands every forwarded message to. Implementations must
-/// return at once: they run on the forwarding path.
-pub trait Tap: Send + Sync + 'static {
-    /// Whether the tap wants messages at all (when not, sessions skip the
-    /// hand-off and the copy it needs).
-    fn enabled(&self) -> bool;
-    /// One whole message, as forwarded (`at`: when the proxy read it): a
-    /// slice of the read buffer, which the tap copies if it keeps the
-    /// message for long.
-    fn message(&self, conn: u64, direction: Direction, at: Instant, frame: Bytes);
-    /// The connection ended.
-    fn closed(&self, conn: u64);
-}
-
-/// A tap that takes nothing (forwarding only).
-pub struct NoTap;
-
-impl Tap for NoTap {
-    fn enabled(&self) -> bool {
-        false
-    }
-    fn message(&self, _: u64, _: Direction, _: Instant, _: Bytes) {}
-    fn closed(&self, _: u64) {}
-}
 
 /// How the proxy forwards: addresses, TLS, limits and timeouts.
 #[derive(Clone, Debug)]
@@ -97,7 +80,7 @@ pub struct Settings {
     pub srv: upstream::SrvSettings,
     /// Bytes all connections together may buffer for messages larger than
     /// 16 KiB; past it such messages wait their turn (see
-    /// `session::BufferBudget`).
+    /// [`BufferBudget`]).
     pub forward_memory: usize,
 }
 
@@ -130,25 +113,6 @@ impl Settings {
             forward_memory: DEFAULT_FORWARD_MEMORY,
         }
     }
-}
-
-/// What every session needs, shared.
-pub(crate) struct SessionContext {
-    pub upstream: Upstream,
-    pub tap: Arc<dyn Tap>,
-    /// `tap.enabled()`, asked once at start instead of per message.
-    pub tapped: bool,
-    pub stats: Arc<Stats>,
-    pub shutdown: watch::Receiver<bool>,
-    pub shutdown_grace: Duration,
-    pub idle_timeout: Option<Duration>,
-    pub upstream_timeout: Option<Duration>,
-    pub message_timeout: Option<Duration>,
-    pub rewrite_topology: bool,
-    /// Answer clients' `MONGODB-X509` authentication with an error instead
-    /// of forwarding it (wirelint presents its own certificate upstream).
-    pub refuse_x509: bool,
-    pub buffers: session::BufferBudget,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -214,7 +178,7 @@ impl Forwarder {
             message_timeout: settings.message_timeout,
             rewrite_topology: settings.rewrite_topology,
             refuse_x509,
-            buffers: session::BufferBudget::new(settings.forward_memory),
+            buffers: BufferBudget::new(settings.forward_memory),
         });
         if ctx.upstream.follows_primary() {
             tokio::spawn(check_primary(
@@ -264,16 +228,6 @@ impl Drop for Forwarder {
     fn drop(&mut self) {
         let _ = self.shutdown.send(true);
     }
-}
-
-/// Low latency for small request/reply messages, and keepalive so a
-/// vanished peer is noticed.
-pub(crate) fn tune_socket(stream: &TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let keepalive = socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(120))
-        .with_interval(Duration::from_secs(10));
-    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive);
 }
 
 static LIMIT_LOG: RateLimit = RateLimit::new();

@@ -4,24 +4,30 @@
 //!
 //! The upstream connection is opened once the client's first message is
 //! whole (idle sockets hold none). Per read, a loop finds every complete
-//! message at the front of its buffer (`wire::frame::check`, from headers
-//! alone), splits them off as one frozen `Bytes` (no copy), notes what it
-//! sends or answers (`requests`: requestID/responseTo, exhaust streams,
+//! message at the front of its buffer (`connection`, from headers alone),
+//! splits them off as one frozen `Bytes` (no copy), notes what it sends or
+//! answers (`requests`: requestID/responseTo, exhaust streams,
 //! fire-and-forget writes, awaitable requests), writes them in one call,
 //! then offers each message to the analysis queue as a slice of that same
 //! `Bytes`. Replies to hellos that describe a replica set are the one
-//! exception to byte-transparency (`topology`).
+//! exception to byte-transparency (`topology`); requests for X.509
+//! authentication may be refused instead of forwarded (`x509`). A message
+//! larger than a read chunk waits for room in the shared `buffer_budget`
+//! before it is buffered.
 //!
 //! Timeouts: a client message must be whole within `message_timeout` of its
 //! first byte; `idle_timeout` closes a connection with nothing in flight;
 //! `upstream_timeout` closes one whose backend is late with an answer due.
 
+use super::buffer_budget::Reservation;
+use super::connection::{self, end_of_stream, frames, EndOfStream, READ_CHUNK};
 use super::requests::Requests;
+use super::tap::Tap;
 use super::topology;
-use super::upstream::{UpstreamStream, NOT_PRIMARY_CODES};
+use super::upstream::{Upstream, UpstreamStream, NOT_PRIMARY_CODES};
 use super::uri::HostPort;
-use super::SessionContext;
-use crate::stats::Direction;
+use super::x509::{asks_for_x509, write_refusing_x509};
+use crate::stats::{Direction, Stats};
 use crate::wire::{frame, FrameError, Header};
 use bytes::{Bytes, BytesMut};
 use std::future::Future;
@@ -32,76 +38,32 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
-/// Bytes asked of the socket per read when no larger message is pending.
-const READ_CHUNK: usize = 16 * 1024;
-/// A message announced larger than this is buffered in steps of this size,
-/// so memory follows the bytes actually received, not the bytes announced.
-const MAX_READ_STEP: usize = 1024 * 1024;
-/// The forwarding buffers' global budget (`--forward-memory`): a message
-/// larger than [`READ_CHUNK`] is buffered only once its whole length is
-/// reserved here, in [`BUDGET_UNIT`]s, and the reservation is given back
-/// when it has been written on. A connection that cannot reserve waits —
-/// its peer's bytes stay in the kernel, back-pressured by TCP — until
-/// others' large messages are written; it holds nothing while it waits, so
-/// waiting cannot deadlock. Messages up to [`READ_CHUNK`] (nearly all of
-/// them) never wait. A message larger than the whole budget reserves all
-/// of it.
-pub struct BufferBudget {
-    units: Arc<tokio::sync::Semaphore>,
-    total: u32,
-}
+/// The forwarding buffer budget, also under the name it had when it lived
+/// beside the loops that reserve from it.
+pub use super::buffer_budget::BufferBudget;
+/// The one-shot message reader, also under this name for the callers (tests
+/// among them) that read a reply the way a session does.
+pub use super::connection::read_frame;
 
-/// What the buffer budget counts in.
-const BUDGET_UNIT: usize = 64 * 1024;
-
-impl BufferBudget {
-    pub fn new(bytes: usize) -> BufferBudget {
-        let total = (bytes / BUDGET_UNIT).clamp(1, tokio::sync::Semaphore::MAX_PERMITS) as u32;
-        BufferBudget {
-            units: Arc::new(tokio::sync::Semaphore::new(total as usize)),
-            total,
-        }
-    }
-
-    /// Reserves room for a message of `len` bytes, waiting for it if the
-    /// budget is spent.
-    async fn reserve(&self, len: usize, stats: &Arc<crate::stats::Stats>) -> Reservation {
-        let units = (len.div_ceil(BUDGET_UNIT) as u32).min(self.total);
-        let permit = match self.units.clone().try_acquire_many_owned(units) {
-            Ok(p) => p,
-            Err(_) => {
-                stats.buffer_waits.fetch_add(1, Relaxed);
-                self.units
-                    .clone()
-                    .acquire_many_owned(units)
-                    .await
-                    .expect("the budget's semaphore is never closed")
-            }
-        };
-        let bytes = units as u64 * BUDGET_UNIT as u64;
-        stats.buffer_bytes.fetch_add(bytes, Relaxed);
-        Reservation {
-            _permit: permit,
-            bytes,
-            stats: stats.clone(),
-        }
-    }
-}
-
-/// Room reserved for one large message; given back on drop (written on,
-/// or the connection ended).
-struct Reservation {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    bytes: u64,
-    stats: Arc<crate::stats::Stats>,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.stats.buffer_bytes.fetch_sub(self.bytes, Relaxed);
-    }
+/// What every session needs, shared.
+pub(crate) struct SessionContext {
+    pub upstream: Upstream,
+    pub tap: Arc<dyn Tap>,
+    /// `tap.enabled()`, asked once at start instead of per message.
+    pub tapped: bool,
+    pub stats: Arc<Stats>,
+    pub shutdown: watch::Receiver<bool>,
+    pub shutdown_grace: Duration,
+    pub idle_timeout: Option<Duration>,
+    pub upstream_timeout: Option<Duration>,
+    pub message_timeout: Option<Duration>,
+    pub rewrite_topology: bool,
+    /// Answer clients' `MONGODB-X509` authentication with an error instead
+    /// of forwarding it (wirelint presents its own certificate upstream).
+    pub refuse_x509: bool,
+    pub buffers: BufferBudget,
 }
 
 /// State the two loops share.
@@ -123,6 +85,22 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(
+        conn: u64,
+        host: HostPort,
+        answers: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
+    ) -> Shared {
+        Shared {
+            conn,
+            host,
+            answers,
+            requests: Mutex::new(Requests::default()),
+            idle_notify: Notify::new(),
+            last_read: [AtomicU64::new(0), AtomicU64::new(0)],
+            epoch: Instant::now(),
+        }
+    }
+
     /// A read at `at` in `direction`.
     fn touch(&self, direction: Direction, at: Instant) {
         self.last_read[direction.index()].store(self.millis(at), Relaxed);
@@ -181,6 +159,8 @@ enum PumpError {
     Write(io::Error),
 }
 
+/// Serves one client connection until either side ends it, a timeout
+/// fires, the primary moves, or shutdown's grace period is over.
 pub(crate) async fn run<C>(client: C, peer: SocketAddr, conn: u64, ctx: Arc<SessionContext>)
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -190,34 +170,24 @@ where
     // No backend connection is opened before the client has sent one whole
     // message: idle or slow sockets hold none.
     let mut incoming = Incoming::new(Instant::now());
-    let first = incoming
-        .fill_until_whole(&mut client_read, &ctx, &mut shutdown)
-        .await;
-    let first_len = match first {
-        Ok(Some(len)) => len,
-        Ok(None) => return,
-        Err(e) => {
-            log_client_end(conn, peer, &e);
-            if let PumpError::Frame(e) = &e {
-                ctx.stats.frame_error(e.kind());
-            }
-            return;
-        }
+    let Some(first_len) = read_first_message(
+        &mut incoming,
+        &mut client_read,
+        conn,
+        peer,
+        &ctx,
+        &mut shutdown,
+    )
+    .await
+    else {
+        return;
     };
     let mut primary_changes = ctx.upstream.changes();
-    let (upstream, host) = match ctx.upstream.connect().await {
-        Ok(connected) => connected,
-        Err(e) => {
-            ctx.stats.upstream_connect_failures.fetch_add(1, Relaxed);
-            tracing::warn!(conn, %peer, "{e}; answering the client's first message with this error and closing");
-            refuse(
-                &mut client_write,
-                &incoming.buf[..first_len],
-                &format!("wirelint: {e}"),
-            )
-            .await;
-            return;
-        }
+    let first = &incoming.buf[..first_len];
+    let Some((upstream, host)) =
+        connect_or_refuse(&mut client_write, first, conn, peer, &ctx).await
+    else {
+        return;
     };
     let (upstream_read, upstream_write) = split_upstream(upstream);
     let mut reply_side = Incoming::new(Instant::now());
@@ -226,15 +196,7 @@ where
         reply_side.answers = Some(rx);
         tx
     });
-    let shared = Arc::new(Shared {
-        conn,
-        host: host.clone(),
-        answers,
-        requests: Mutex::new(Requests::default()),
-        idle_notify: Notify::new(),
-        last_read: [AtomicU64::new(0), AtomicU64::new(0)],
-        epoch: Instant::now(),
-    });
+    let shared = Arc::new(Shared::new(conn, host.clone(), answers));
 
     let requests = pump(
         client_read,
@@ -267,45 +229,108 @@ where
                 if matches!(end, End::Eof) {
                     tracing::debug!(conn, %peer, "client closed its side of the connection");
                 }
-                let deadline = tokio::time::sleep(ctx.shutdown_grace);
-                tokio::pin!(deadline);
-                loop {
-                    if shared.prompt_in_flight() == 0 {
-                        tracing::debug!(conn, %peer, "closed with nothing in flight");
-                        break;
-                    }
-                    tokio::select! {
-                        _ = shared.idle_notify.notified() => {}
-                        _ = &mut replies => break,
-                        _ = &mut deadline => {
-                            tracing::info!(conn, %peer, in_flight = shared.prompt_in_flight(), "grace period over; closing with requests in flight");
-                            break;
-                        }
-                    }
-                }
+                let_in_flight_finish(&shared, peer, ctx.shutdown_grace, replies.as_mut()).await;
             }
             Err(e) => log_client_end(conn, peer, &e),
         },
-        end = &mut replies => match end {
-            Ok(_) => {
-                let pending = shared.prompt_in_flight();
-                if pending > 0 {
-                    tracing::warn!(conn, %peer, pending, "upstream closed the connection with requests in flight; closing the client connection");
-                } else {
-                    tracing::debug!(conn, %peer, "upstream closed the connection");
-                }
-            }
-            Err(PumpError::Frame(e)) => {
-                tracing::warn!(conn, %peer, "closing the connection: invalid message from the upstream: {e}");
-            }
-            Err(e) => tracing::info!(conn, %peer, "upstream side ended: {e}"),
-        },
+        end = &mut replies => log_upstream_end(&shared, peer, end),
         reason = &mut watchdog => {
             tracing::warn!(conn, %peer, "closing the connection: {reason}");
         }
         () = primary_moved(&ctx, &host, &mut primary_changes) => {
             tracing::info!(conn, %peer, upstream = %host, "closing the connection: the upstream primary changed; the driver reconnects to the new one");
         }
+    }
+}
+
+/// Reads the client's first message whole into `incoming` and returns its
+/// length; `None` if the client left, or shutdown came, first, or if what
+/// it sent is not a message (logged and counted here).
+async fn read_first_message<R: AsyncRead + Unpin>(
+    incoming: &mut Incoming,
+    client_read: &mut R,
+    conn: u64,
+    peer: SocketAddr,
+    ctx: &SessionContext,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<usize> {
+    match incoming.fill_until_whole(client_read, ctx, shutdown).await {
+        Ok(Some(len)) => Some(len),
+        Ok(None) => None,
+        Err(e) => {
+            log_client_end(conn, peer, &e);
+            if let PumpError::Frame(e) = &e {
+                ctx.stats.frame_error(e.kind());
+            }
+            None
+        }
+    }
+}
+
+/// Opens the connection to the upstream; when it cannot be reached, answers
+/// the client's `first` message with the cause, closes, and returns `None`.
+async fn connect_or_refuse<W: AsyncWrite + Unpin>(
+    client_write: &mut W,
+    first: &[u8],
+    conn: u64,
+    peer: SocketAddr,
+    ctx: &SessionContext,
+) -> Option<(UpstreamStream, HostPort)> {
+    match ctx.upstream.connect().await {
+        Ok(connected) => Some(connected),
+        Err(e) => {
+            ctx.stats.upstream_connect_failures.fetch_add(1, Relaxed);
+            tracing::warn!(conn, %peer, "{e}; answering the client's first message with this error and closing");
+            refuse(client_write, first, &format!("wirelint: {e}")).await;
+            None
+        }
+    }
+}
+
+/// Once the client side has ended: waits until no request awaits a prompt
+/// answer, the upstream side ends (`replies`), or `grace` is over,
+/// whichever comes first.
+async fn let_in_flight_finish<F: Future + Unpin>(
+    shared: &Shared,
+    peer: SocketAddr,
+    grace: Duration,
+    mut replies: F,
+) {
+    let conn = shared.conn;
+    let deadline = tokio::time::sleep(grace);
+    tokio::pin!(deadline);
+    loop {
+        if shared.prompt_in_flight() == 0 {
+            tracing::debug!(conn, %peer, "closed with nothing in flight");
+            break;
+        }
+        tokio::select! {
+            _ = shared.idle_notify.notified() => {}
+            _ = &mut replies => break,
+            _ = &mut deadline => {
+                tracing::info!(conn, %peer, in_flight = shared.prompt_in_flight(), "grace period over; closing with requests in flight");
+                break;
+            }
+        }
+    }
+}
+
+/// The log line for an upstream side that ended first.
+fn log_upstream_end(shared: &Shared, peer: SocketAddr, end: Result<End, PumpError>) {
+    let conn = shared.conn;
+    match end {
+        Ok(_) => {
+            let pending = shared.prompt_in_flight();
+            if pending > 0 {
+                tracing::warn!(conn, %peer, pending, "upstream closed the connection with requests in flight; closing the client connection");
+            } else {
+                tracing::debug!(conn, %peer, "upstream closed the connection");
+            }
+        }
+        Err(PumpError::Frame(e)) => {
+            tracing::warn!(conn, %peer, "closing the connection: invalid message from the upstream: {e}");
+        }
+        Err(e) => tracing::info!(conn, %peer, "upstream side ended: {e}"),
     }
 }
 
@@ -485,7 +510,7 @@ impl Incoming {
                     *reserved = Some(ctx.buffers.reserve(len, &ctx.stats).await);
                 }
             }
-            buf.reserve(read_step(buf.len(), announced));
+            connection::reserve_next_read(buf, announced);
             reader.read_buf(buf).await.map_err(PumpError::Read)
         };
         let answer = async {
@@ -541,8 +566,12 @@ impl Incoming {
                 .await?
             {
                 Filled::Stop | Filled::Answer(_) => return Ok(None),
-                Filled::Read(0) if self.buf.is_empty() => return Ok(None),
-                Filled::Read(0) => return Err(PumpError::MidFrameEof(self.buf.len())),
+                Filled::Read(0) => {
+                    return match end_of_stream(&self.buf) {
+                        EndOfStream::Clean => Ok(None),
+                        EndOfStream::MidFrame(have) => Err(PumpError::MidFrameEof(have)),
+                    }
+                }
                 Filled::Read(_) => last_byte = Instant::now(),
             }
         }
@@ -591,21 +620,9 @@ where
     let mut at = Instant::now();
     loop {
         // Forward every whole message at the front of the buffer.
-        let buf = &mut incoming.buf;
-        let mut end = 0;
-        let mut failure = None;
-        loop {
-            match frame::check(&buf[end..]) {
-                Ok(Some(len)) => end += len,
-                Ok(None) => break,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        if end > 0 {
-            let chunk = buf.split_to(end).freeze();
+        let whole = connection::whole_messages(&incoming.buf);
+        if whole.len > 0 {
+            let chunk = incoming.buf.split_to(whole.len).freeze();
             // Tracked before it is written: a reply can come back as soon
             // as the first bytes are out.
             let set_aside = track(&chunk, direction, ctx, shared, special, at);
@@ -614,7 +631,10 @@ where
             } else if direction == Direction::Reply {
                 write_rewriting_hellos(&mut writer, &chunk, &set_aside, ctx, shared).await?;
             } else {
-                write_refusing_x509(&mut writer, &chunk, &set_aside, shared).await?;
+                let answers = shared.answers.as_ref();
+                write_refusing_x509(&mut writer, &chunk, &set_aside, shared.conn, answers)
+                    .await
+                    .map_err(PumpError::Write)?;
             }
             hand_off(&chunk, direction, shared.conn, at, ctx);
             first = false;
@@ -623,7 +643,7 @@ where
             incoming.reserved = None;
             incoming.started = at;
         }
-        if let Some(e) = failure {
+        if let Some(e) = whole.then {
             let e = match (first, frame::sniff_foreign(&incoming.buf)) {
                 (true, Some(what)) => FrameError::Foreign(what),
                 _ => e,
@@ -648,10 +668,9 @@ where
             }
         };
         if n == 0 {
-            return if incoming.buf.is_empty() {
-                Ok(End::Eof)
-            } else {
-                Err(PumpError::MidFrameEof(incoming.buf.len()))
+            return match end_of_stream(&incoming.buf) {
+                EndOfStream::Clean => Ok(End::Eof),
+                EndOfStream::MidFrame(have) => Err(PumpError::MidFrameEof(have)),
             };
         }
         at = Instant::now();
@@ -660,74 +679,6 @@ where
         }
         shared.touch(direction, at);
     }
-}
-
-/// How much room to make before the next read: the rest of the message
-/// being received, in steps of at most `MAX_READ_STEP` (memory follows the
-/// bytes that arrive, not the length a peer announces), else a chunk.
-/// `announced`: the length the message being received gives itself, once
-/// its header is in.
-fn read_step(have: usize, announced: Option<usize>) -> usize {
-    match announced {
-        Some(len) if len > have => (len - have).min(MAX_READ_STEP),
-        _ => READ_CHUNK,
-    }
-}
-
-/// Reads one whole, checked message for a one-shot exchange (the upstream
-/// probe, tests). Grows its buffer as `pump` does, by what has arrived plus
-/// one step. Bytes after the message, if the peer sent any, are dropped.
-pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Bytes> {
-    let mut buf = BytesMut::new();
-    loop {
-        match frame::check(&buf) {
-            Ok(Some(len)) => return Ok(buf.split_to(len).freeze()),
-            Ok(None) => {}
-            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-        }
-        buf.reserve(read_step(
-            buf.len(),
-            frame::expected_len(&buf).ok().flatten(),
-        ));
-        if reader.read_buf(&mut buf).await? == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-    }
-}
-
-/// Writes a run of requests but those at `refused` (offset, length), which
-/// are answered instead with [`X509_REFUSED`] on the client's side.
-async fn write_refusing_x509<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    chunk: &Bytes,
-    refused: &[(usize, usize)],
-    shared: &Shared,
-) -> Result<(), PumpError> {
-    let mut from = 0;
-    for &(start, len) in refused {
-        writer
-            .write_all(&chunk[from..start])
-            .await
-            .map_err(PumpError::Write)?;
-        from = start + len;
-        tracing::warn!(
-            conn = shared.conn,
-            "refused a MONGODB-X509 authentication: wirelint presents its own certificate upstream (--allow-x509-passthrough to allow)"
-        );
-        let answer = topology::error_reply(
-            &chunk[start..start + len],
-            X509_REFUSED,
-            topology::AUTHENTICATION_FAILED,
-        );
-        if let Some(answers) = &shared.answers {
-            // Waits while the client does not read its replies.
-            let _ = answers.send(answer).await;
-        }
-    }
-    writer
-        .write_all(&chunk[from..])
-        .await
-        .map_err(PumpError::Write)
 }
 
 /// Writes a run of replies, replacing replica-set hello replies (among the
@@ -833,23 +784,6 @@ fn track(
     set_aside
 }
 
-/// Whether a request asks for `MONGODB-X509` authentication. A compressed
-/// request whose command is longer than what `peek` inflates is inflated
-/// whole to be sure (drivers never compress authentication; only a client
-/// trying to slip past would).
-fn asks_for_x509(message: &[u8], peek: &frame::Peek) -> bool {
-    if peek.x509 || peek.whole {
-        return peek.x509;
-    }
-    crate::wire::OpCompressed::parse(message)
-        .and_then(|envelope| envelope.decompress())
-        .is_ok_and(|inner| frame::peek(&inner).x509)
-}
-
-/// The error a client gets for `MONGODB-X509` authentication while wirelint
-/// presents its own certificate upstream.
-const X509_REFUSED: &str = "wirelint refuses MONGODB-X509 authentication: it presents its own client certificate to the backend (tlsCertificateKeyFile in the upstream URI), so every client would be authenticated as that certificate's user. Authenticate with SCRAM (or another mechanism) through wirelint, or start wirelint with --allow-x509-passthrough if every client may act as that user.";
-
 /// Counts the messages of a forwarded chunk and hands each to the analysis
 /// queue.
 fn hand_off(chunk: &Bytes, direction: Direction, conn: u64, at: Instant, ctx: &SessionContext) {
@@ -863,15 +797,4 @@ fn hand_off(chunk: &Bytes, direction: Direction, conn: u64, at: Instant, ctx: &S
     }
     ctx.stats.frames[direction.index()].fetch_add(count, Relaxed);
     ctx.stats.bytes[direction.index()].fetch_add(chunk.len() as u64, Relaxed);
-}
-
-/// (offset, length) of each message in a chunk of whole, checked messages.
-fn frames(chunk: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let mut pos = 0;
-    std::iter::from_fn(move || {
-        let header = Header::parse(chunk.get(pos..)?)?;
-        let start = pos;
-        pos += header.message_length as usize;
-        Some((start, header.message_length as usize))
-    })
 }

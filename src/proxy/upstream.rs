@@ -334,7 +334,7 @@ impl Upstream {
         };
         let exchange = async {
             stream.write_all(&request).await?;
-            super::session::read_frame(&mut stream).await
+            super::connection::read_frame(&mut stream).await
         };
         let reply = tokio::time::timeout(self.connect_timeout, exchange)
             .await
@@ -371,7 +371,7 @@ impl Upstream {
                 addr: addr.clone(),
                 source,
             })?;
-        super::tune_socket(&tcp);
+        super::connection::tune_socket(&tcp);
         let Some(connector) = &self.tls else {
             return Ok(UpstreamStream::Plain(tcp));
         };
