@@ -16,6 +16,8 @@
 //!   filter, sort, pipeline, …), each answering per kind. The trace id a
 //!   driver attaches is read there and parsed by
 //!   [`trace_context`](crate::analysis::trace_context).
+//! - `fields.rs`: the top-level fields most requests are read by, indexed
+//!   once per command, and [`number`], how a BSON number is read.
 //! - `writes.rs`: what a write carries (an insert's documents, an
 //!   update's statements as [`UpdateSpec`]s, a delete's filters, a
 //!   bulkWrite's operations), from the body's arrays or from the kind-1
@@ -32,6 +34,7 @@
 //! Everything is re-exported here: the files are how the model is read,
 //! `analysis::command::…` is how it is used.
 
+mod fields;
 mod kind;
 mod reply;
 mod request;
@@ -44,8 +47,9 @@ mod driver_captures;
 mod test_support;
 
 pub use crate::analysis::trace_context::TraceId;
+pub use fields::number;
 pub use kind::Kind;
 pub use reply::{CursorBatch, Reply, ReplyIndex};
-pub use request::{number, Command};
+pub use request::Command;
 pub use update_ops::{fold_path, is_bucketed, is_sliced_element, is_sliced_modifiers};
 pub use writes::{Documents, UpdateSpec};

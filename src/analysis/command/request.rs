@@ -12,6 +12,7 @@
 //! recognised by name and never looked into: their fields are not even
 //! listed. What a write carries is read in `writes.rs`.
 
+use super::fields::{number, IndexedField};
 use super::writes::{sequences_of, Sequences, UpdateSpec};
 use super::Kind;
 use crate::analysis::trace_context::TraceId;
@@ -46,66 +47,6 @@ pub struct Command<'a> {
     /// An aggregate's pipeline (the array's bytes), found once here: the
     /// shape, the partition targeting and three rules read it.
     pipeline: Option<&'a [u8]>,
-}
-
-/// The top-level fields read on most requests (by the shape, the origin
-/// cache and the rules), indexed once per command by [`Command::parse`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum IndexedField {
-    Filter,
-    Query,
-    Projection,
-    Fields,
-    Sort,
-    Limit,
-    Skip,
-    Comment,
-    Hint,
-    Lsid,
-    Pipeline,
-    Collection,
-    Ordered,
-}
-
-impl IndexedField {
-    const COUNT: usize = 13;
-
-    fn of(key: &[u8]) -> Option<IndexedField> {
-        Some(match key {
-            b"filter" => IndexedField::Filter,
-            b"query" => IndexedField::Query,
-            b"projection" => IndexedField::Projection,
-            b"fields" => IndexedField::Fields,
-            b"sort" => IndexedField::Sort,
-            b"limit" => IndexedField::Limit,
-            b"skip" => IndexedField::Skip,
-            b"comment" => IndexedField::Comment,
-            b"hint" => IndexedField::Hint,
-            b"lsid" => IndexedField::Lsid,
-            b"pipeline" => IndexedField::Pipeline,
-            b"collection" => IndexedField::Collection,
-            b"ordered" => IndexedField::Ordered,
-            _ => return None,
-        })
-    }
-
-    fn key(self) -> &'static str {
-        match self {
-            IndexedField::Filter => "filter",
-            IndexedField::Query => "query",
-            IndexedField::Projection => "projection",
-            IndexedField::Fields => "fields",
-            IndexedField::Sort => "sort",
-            IndexedField::Limit => "limit",
-            IndexedField::Skip => "skip",
-            IndexedField::Comment => "comment",
-            IndexedField::Hint => "hint",
-            IndexedField::Lsid => "lsid",
-            IndexedField::Pipeline => "pipeline",
-            IndexedField::Collection => "collection",
-            IndexedField::Ordered => "ordered",
-        }
-    }
 }
 
 /// The value of an element walked by `bson_walk`, for the types commands
@@ -512,16 +453,6 @@ impl<'a> Command<'a> {
             }
             _ => None,
         }
-    }
-}
-
-/// Any BSON number as i64.
-pub fn number(v: RawBsonRef<'_>) -> Option<i64> {
-    match v {
-        RawBsonRef::Int32(i) => Some(i as i64),
-        RawBsonRef::Int64(i) => Some(i),
-        RawBsonRef::Double(d) if d.is_finite() => Some(d as i64),
-        _ => None,
     }
 }
 

@@ -10,7 +10,7 @@
 //! shape, the partition targeting, the namespace state and several rules
 //! all read them.
 
-use super::request::{number, IndexedField};
+use super::fields::{number, IndexedField};
 use super::{Command, Kind};
 use crate::wire::bson_walk::elements;
 use crate::wire::OpMsg;
