@@ -151,3 +151,214 @@ fn the_checker_sees_imports_and_skips_comments() {
         declared_layers("# t\n\n## Layers\n\n1. `wire` — a\n2. `proxy` — b\n\n## Next\n3. `x`\n");
     assert_eq!(layers, vec!["wire", "proxy"]);
 }
+
+/// A file's module path under `src/` (`analysis/command/mod.rs` →
+/// `["analysis", "command"]`).
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts.last().is_some_and(|l| l == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The module paths a file's code names (`crate::…`, `super::…`,
+/// `self::…`, with `use` groups opened one level), resolved from `own`,
+/// the file's module path. The file's unit tests are left out: only code
+/// after the first `#[cfg(test)]` may name its own module through `super`.
+fn referenced_paths(text: &str, own: &[String]) -> Vec<Vec<String>> {
+    let code: String = text
+        .lines()
+        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = Vec::new();
+    for start in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(start) {
+            if i > 0 && code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            // The segments of the path: `super::super::a::b` → base, [a, b].
+            let mut rest = &code[i..];
+            let mut base: Vec<String> = Vec::new();
+            loop {
+                if let Some(r) = rest.strip_prefix("crate::") {
+                    base.clear();
+                    rest = r;
+                } else if let Some(r) = rest.strip_prefix("super::") {
+                    if base.is_empty() {
+                        base = own.to_vec();
+                    }
+                    base.pop();
+                    rest = r;
+                } else if let Some(r) = rest.strip_prefix("self::") {
+                    if base.is_empty() {
+                        base = own.to_vec();
+                    }
+                    rest = r;
+                } else {
+                    break;
+                }
+            }
+            let mut path = base;
+            loop {
+                let name = ident(rest);
+                if name.is_empty() {
+                    break;
+                }
+                rest = &rest[name.len()..];
+                path.push(name);
+                match rest.strip_prefix("::") {
+                    Some(r) => rest = r,
+                    None => break,
+                }
+            }
+            if let Some(group) = rest.strip_prefix('{') {
+                // The first name of each element of the group.
+                let mut depth = 0;
+                let mut element_start = true;
+                for (j, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => element_start = true,
+                        c if element_start && depth == 0 && !c.is_whitespace() => {
+                            element_start = false;
+                            let name = ident(&group[j..]);
+                            if !name.is_empty() && name != "self" {
+                                let mut p = path.clone();
+                                p.push(name);
+                                found.push(p);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// No module in `src/` imports a sibling that imports it back: between two
+/// modules of one folder, names go one way. A circle means one concept is
+/// split across two files, or a shared piece lives in the wrong home.
+#[test]
+fn no_sibling_modules_import_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let is_module = |path: &[String]| {
+        let joined = path.join("/");
+        src.join(format!("{joined}.rs")).exists() || src.join(&joined).join("mod.rs").exists()
+    };
+    // Modules declared `#[cfg(test)] mod name;`: unit tests, left out like
+    // the test modules inside a file.
+    let mut test_only = std::collections::BTreeSet::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut lines = text.lines().map(str::trim);
+        while let Some(line) = lines.next() {
+            if line != "#[cfg(test)]" {
+                continue;
+            }
+            let next = lines.next().unwrap_or("");
+            let name = next
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub(crate) ")
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'));
+            if let Some(name) = name {
+                // `a/mod.rs` and `a/b.rs` declare their children in `a/`
+                // and `a/b/`; `lib.rs`, the crate's top level.
+                let mut path = match relative == Path::new("lib.rs") {
+                    true => Vec::new(),
+                    false => module_path(relative),
+                };
+                path.push(name.to_string());
+                test_only.insert(path);
+            }
+        }
+    }
+    // (folder, from, to): module `from` of the folder names its sibling `to`.
+    let mut edges: BTreeMap<(Vec<String>, String, String), String> = BTreeMap::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let own = module_path(relative);
+        if own.len() == 1 && (own[0] == "lib" || own[0] == "main") {
+            continue;
+        }
+        if test_only.iter().any(|t| own.starts_with(t)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        for target in referenced_paths(&text, &own) {
+            let common = own.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if common >= own.len() || common >= target.len() {
+                continue; // itself, an ancestor or its own child
+            }
+            if !is_module(&target[..=common]) {
+                continue; // an item of the common parent, not a module
+            }
+            let folder = own[..common].to_vec();
+            edges
+                .entry((folder, own[common].clone(), target[common].clone()))
+                .or_insert_with(|| relative.display().to_string());
+        }
+    }
+    let mut circles = Vec::new();
+    for ((folder, from, to), file) in &edges {
+        if from < to {
+            if let Some(back) = edges.get(&(folder.clone(), to.clone(), from.clone())) {
+                circles.push(format!(
+                    "src/{}: `{from}` and `{to}` import each other (see {file} and {back})",
+                    folder.join("/")
+                ));
+            }
+        }
+    }
+    assert!(
+        edges.len() > 20,
+        "the checker found too few imports: {edges:?}"
+    );
+    assert!(
+        circles.is_empty(),
+        "sibling modules in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The circle checker resolves `super`, `crate` and `use` groups.
+#[test]
+fn the_circle_checker_resolves_paths() {
+    let own: Vec<String> = ["analysis", "budget"].map(String::from).to_vec();
+    let text = "use super::{shape::fnv1a, rule::{A, B}};\nlet x = crate::wire::frame::peek();\n// super::gone\n#[cfg(test)]\nuse super::super::late;\n";
+    let found: Vec<String> = referenced_paths(text, &own)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            "wire::frame::peek",
+            "analysis::shape",
+            "analysis::rule",
+            "analysis"
+        ]
+    );
+}
