@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wirelint::analysis::engine::Engine;
 use wirelint::analysis::knowledge::Knowledge;
-use wirelint::analysis::state::Caps;
+use wirelint::analysis::namespaces::Caps;
 use wirelint::analysis::Decoder;
 use wirelint::rules::RuleSettings;
 use wirelint::stats::{Direction, Stats};

@@ -14,7 +14,7 @@
 
 use crate::analysis::engine::Engine;
 use crate::analysis::knowledge::Knowledge;
-use crate::analysis::state::Caps;
+use crate::analysis::namespaces::Caps;
 use crate::analysis::{command, shape};
 use crate::rules::RuleSettings;
 use crate::stats::{Direction, Stats};

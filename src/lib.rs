@@ -28,7 +28,7 @@
 //!    forwarding whole messages and handing them to the [`proxy::Tap`].
 //! 4. [`analysis`]: implements the tap. `analysis::engine` turns messages
 //!    into operations (the `command` model, request/reply pairing, `shape`s,
-//!    access `patterns`, namespace `state`, `partition` targeting) and calls
+//!    access `patterns`, `namespaces`, `partition` targeting) and calls
 //!    the hooks of `analysis::rule::Rule`; what is learnt is kept in
 //!    `analysis::knowledge::Knowledge`, every table of it charged to the
 //!    memory budget in `analysis::budget`.

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wirelint::analysis::engine::Engine;
 use wirelint::analysis::knowledge::Knowledge;
+use wirelint::analysis::namespaces::Caps;
 use wirelint::analysis::rule::RuleSettings;
-use wirelint::analysis::state::Caps;
 use wirelint::stats::Direction;
 use wirelint::wire::op_msg::{encode, EXHAUST_ALLOWED, MORE_TO_COME};
 

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wirelint::analysis::engine::Engine;
 use wirelint::analysis::knowledge::Knowledge;
+use wirelint::analysis::namespaces::{Caps, SizeHist, SIZE_HIST_HEAP};
 use wirelint::analysis::rule::RuleSettings;
-use wirelint::analysis::state::{Caps, SizeHist, SIZE_HIST_HEAP};
 use wirelint::stats::Direction;
 use wirelint::wire::op_msg::encode;
 

@@ -10,8 +10,8 @@ use std::time::Instant;
 use wirelint::admin::{render_metrics, AdminState, MAX_LABELS};
 use wirelint::analysis::engine::Engine;
 use wirelint::analysis::knowledge::Knowledge;
+use wirelint::analysis::namespaces::Caps;
 use wirelint::analysis::rule::RuleSettings;
-use wirelint::analysis::state::Caps;
 use wirelint::stats::{Direction, Stats};
 use wirelint::wire::op_msg::encode;
 

@@ -510,8 +510,8 @@ mod tests {
     use crate::analysis::engine::Engine;
     use crate::analysis::findings::{Finding, Severity};
     use crate::analysis::knowledge::Knowledge;
+    use crate::analysis::namespaces::Caps;
     use crate::analysis::rule::RuleSettings;
-    use crate::analysis::state::Caps;
     use crate::stats::{Direction, Stats};
     use crate::wire::op_msg::encode;
     use crate::wire::OpCode;

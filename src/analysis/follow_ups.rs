@@ -25,7 +25,7 @@
 use super::budget::short_key;
 use super::command::{Command, Kind, Reply};
 use super::knowledge::RequestOrigin;
-use super::state::value_hash;
+use super::namespaces::value_hash;
 use crate::wire::Message;
 use bson::{RawBsonRef, RawDocument};
 use bytes::Bytes;

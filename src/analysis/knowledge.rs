@@ -6,11 +6,11 @@
 
 use super::budget::{self, Lru, PoolUsage, Pools};
 use super::findings::{FindingEvent, FindingStore};
+use super::namespaces::{Caps, Namespaces};
 use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::{NamedBy, PatternTable};
 use super::rule::{Hooks, Rule, RuleContext, RuleSettings};
 use super::shape::Shape;
-use super::state::{Caps, Namespaces};
 use std::sync::Arc;
 use std::time::SystemTime;
 

@@ -27,7 +27,7 @@
 //!    (`sensitive`).
 //! 6. **Engine** ([`engine`]): the [`command`] model, pairing with replies,
 //!    [`shape`]s (their ids from [`hash`]), access [`patterns`], namespace
-//!    [`state`], [`partition`] keys and N+1 [`follow_ups`], and the hooks
+//!    [`namespaces`], [`partition`] keys and N+1 [`follow_ups`], and the hooks
 //!    of the rules it was handed ([`rule`], described by the
 //!    [`catalogue`]), whose [`findings`] land in the shared
 //!    [`knowledge::Knowledge`].
@@ -44,6 +44,7 @@ pub mod findings;
 pub mod follow_ups;
 pub mod hash;
 pub mod knowledge;
+pub mod namespaces;
 mod panic_hook;
 pub mod partition;
 pub mod patterns;
@@ -53,7 +54,6 @@ mod sampling;
 mod sensitive;
 pub mod shape;
 mod shard;
-pub mod state;
 pub mod trace_context;
 mod worker;
 
@@ -85,7 +85,7 @@ pub struct Settings {
     /// Called for each new or escalated finding (the CLI prints a line).
     pub live: Option<fn(&findings::FindingEvent)>,
     /// How much per-namespace state is kept (LRU-capped).
-    pub caps: state::Caps,
+    pub caps: namespaces::Caps,
     /// Partition keys from the config file: namespace → key paths.
     pub partition_keys: Vec<(String, Vec<String>, partition::KeyKind)>,
     /// The sampling level never goes under: one connection in 2^this is
@@ -108,7 +108,7 @@ impl Default for Settings {
             rules: rule::RuleSettings::default(),
             show_values: false,
             live: None,
-            caps: state::Caps::default(),
+            caps: namespaces::Caps::default(),
             partition_keys: Vec::new(),
             min_sampling: 0,
             cpu_share: None,

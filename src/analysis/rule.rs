@@ -13,10 +13,10 @@
 use super::catalogue::Severity;
 use super::command::Command;
 use super::findings::{Change, FindingDraft, FindingEvent, FindingStore};
+use super::namespaces::{Doc, Namespaces};
 use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::{NamedBy, PatternTable};
 use super::shape::Shape;
-use super::state::{Doc, Namespaces};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;

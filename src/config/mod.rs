@@ -117,7 +117,7 @@ pub fn parse_cpu_share(text: &str, key: &str, origin: &str) -> Result<f64, Confi
 }
 
 impl LimitsSection {
-    pub fn apply(&self, caps: &mut analysis::state::Caps) {
+    pub fn apply(&self, caps: &mut analysis::namespaces::Caps) {
         if let Some(n) = self.namespaces {
             caps.namespaces = n.max(1);
         }

@@ -5,8 +5,8 @@
 use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::budget::{Pool, Weight};
 use crate::analysis::command::{fold_path, Kind};
+use crate::analysis::namespaces::Namespaces;
 use crate::analysis::partition::{KeyKind, Partitioning};
-use crate::analysis::state::Namespaces;
 use crate::wire::bson_walk::{elements, field, pairs, values, Value};
 use bson::RawDocument;
 use serde_json::json;
@@ -378,7 +378,7 @@ mod tests {
     /// ids never inserted are not.
     #[test]
     fn pushed_child_ids_are_ids_inserted_elsewhere_in_the_database() {
-        use crate::analysis::state::Doc;
+        use crate::analysis::namespaces::Doc;
         let caps = Default::default();
         let mut ns = Namespaces::default();
         let user = bson::oid::ObjectId::from_bytes([1; 12]);

@@ -6,7 +6,7 @@
 use super::{
     DocSource, FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold,
 };
-use crate::analysis::state::Doc;
+use crate::analysis::namespaces::Doc;
 use serde_json::json;
 use std::collections::BTreeMap;
 

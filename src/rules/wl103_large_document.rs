@@ -8,7 +8,7 @@ use super::common::RuleTable;
 use super::{
     DocSource, FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold,
 };
-use crate::analysis::state::Doc;
+use crate::analysis::namespaces::Doc;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -76,7 +76,7 @@ impl Rule for LargeDocument {
         let entry = self.seen.entry_ref(op.namespace, cx.pool);
         let id = doc.raw.get("_id").ok().flatten().map_or_else(
             || crate::analysis::shape::fnv1a(doc.raw.as_bytes()),
-            crate::analysis::state::value_hash,
+            crate::analysis::namespaces::value_hash,
         );
         entry.ids.entry(id, cx.pool);
         entry.largest = entry.largest.max(size);

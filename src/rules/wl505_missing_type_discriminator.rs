@@ -6,7 +6,7 @@
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
-use crate::analysis::state::FieldSet;
+use crate::analysis::namespaces::FieldSet;
 use serde_json::json;
 use std::collections::BTreeMap;
 

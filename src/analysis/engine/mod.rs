@@ -29,7 +29,7 @@ use crate::wire::{self, Message};
 use bytes::Bytes;
 use std::collections::HashMap;
 
-/// A map keyed by what the traffic brings, hashed fast (see `state::Lru`).
+/// A map keyed by what the traffic brings, hashed fast (see `namespaces::Lru`).
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

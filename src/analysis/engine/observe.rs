@@ -6,8 +6,8 @@ use super::connection::Pending;
 use crate::analysis::command::{Command, CursorBatch, Kind, Reply};
 use crate::analysis::findings::FindingEvent;
 use crate::analysis::knowledge::{Knowledge, RequestOrigin};
+use crate::analysis::namespaces::Doc;
 use crate::analysis::rule::{CompletedOp, DocSource, Hooks, OpView};
-use crate::analysis::state::Doc;
 use smallvec::SmallVec;
 
 /// A refusal that says "this backend does not implement it" (FerretDB and

@@ -212,7 +212,7 @@ pub(super) fn record_bounded_paths(
 
 #[cfg(test)]
 mod tests {
-    use crate::analysis::state::{Caps, Doc, Namespaces};
+    use crate::analysis::namespaces::{Caps, Doc, Namespaces};
     use bson::rawdoc;
 
     #[test]

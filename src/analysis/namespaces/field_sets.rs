@@ -273,7 +273,7 @@ fn index_of<'a>(mut names: impl Iterator<Item = &'a String>, name: &str) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::state::{Caps, Doc, Namespaces};
+    use crate::analysis::namespaces::{Caps, Doc, Namespaces};
 
     /// A field set remembers up to eight distinct values per short scalar
     /// field (a flag's two, a kind's few), none of `_id`'s (unique, they

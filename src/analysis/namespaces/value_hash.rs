@@ -61,7 +61,7 @@ const VALUE_HASH_SEED: u64 = 0x7769_7265_6c69_6e74;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::state::{Caps, Doc};
+    use crate::analysis::namespaces::{Caps, Doc};
     use bson::rawdoc;
 
     /// The hashed `_id` of a document, found by a walk of its own: what
