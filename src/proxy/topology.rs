@@ -1,4 +1,4 @@
-//! The hello rewrite (DESIGN.md §1.2).
+//! The hello rewrite (docs/design.md, "Topology").
 //!
 //! A replica-set member's hello reply lists the members; a driver given only
 //! the proxy's address would discover them and connect to them directly,
