@@ -51,7 +51,7 @@ step() {
   end_step
   step_name=$1
   step_began=$SECONDS
-  echo "== $*" >&2
+  echo "== $1${2:+: ${*:2}}" >&2
 }
 release_pid=0
 summary() {
@@ -163,7 +163,9 @@ else
     cargo test --locked --features e2e "${args[@]}" >"$TEST_LOGS/$name.log" 2>&1 || status=$?
     local took=$((SECONDS - began))
     local result
-    result=$(grep -h '^test result:' "$TEST_LOGS/$name.log" | tail -1 | sed 's/^test result: //; s/; [0-9]* measured.*//')
+    # The sum over the job's binaries (--lib --bins is two).
+    result=$(awk '/^test result:/ {r = r == "" || $3 == "ok." && r == "ok." ? $3 : "FAILED."; p += $4; f += $6; i += $8}
+                  END {if (r != "") printf "%s %d passed; %d failed; %d ignored", r, p, f, i}' "$TEST_LOGS/$name.log")
     echo "$name $status $took" >>"$TEST_LOGS/results"
     printf '   %-20s %4d s  %s\n' "$name" "$took" "${result:-FAILED to run (status $status)}" >&2
   }
