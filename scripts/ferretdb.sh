@@ -44,7 +44,9 @@ install() {
   (cd "$src" && go build -o "$BIN.tmp" ./cmd/ferretdb) || { rm -rf "$src"; die "go build failed (output above)"; }
   mv "$BIN.tmp" "$BIN"
   rm -rf "$src"
-  "$BIN" --version | head -1 >&2
+  # sed, not head: head leaves early, and under pipefail the SIGPIPE it
+  # gives FerretDB would fail the first build.
+  "$BIN" --version | sed -n 1p >&2
   echo "$BIN"
 }
 

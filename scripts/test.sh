@@ -1,27 +1,71 @@
 #!/usr/bin/env bash
-# Runs every test. Installs what the tests need first (each step is skipped
-# when already done): FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo and
-# MongoEngine (PyPI), the Node driver, Mongoose and mongosh (npm, into
-# tests/drivers/node, with playwright-core), Chromium, HAProxy and socat
-# (Debian, apt-get),
-# maturin (PyPI: scripts/wheel.sh, which
-# tests/python_plugin.rs runs, installs it; that test also installs pytest
-# and pymongo from PyPI into a fresh virtual environment), cargo-deny
-# (crates.io). The Go driver and Spring Data
+# Runs every test: the unit and in-process tests (what `cargo test` alone
+# runs) and the end-to-end suites (`--features e2e`). Installs what the
+# end-to-end suites need first, each install skipped when already done:
+# FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo and MongoEngine (PyPI),
+# the Node driver, Mongoose, mongosh and playwright-core (npm), Chromium,
+# HAProxy and socat (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
+# also installs pytest and pymongo from PyPI into a fresh virtual
+# environment), cargo-deny (crates.io). The Go driver and Spring Data
 # MongoDB applications of fixtures/realworld fetch their modules themselves
 # on first run (`go run`: the Go module proxy, pinned by go.sum; `mvn`:
 # Maven Central, pinned in each pom.xml).
 #
-#   scripts/test.sh [cargo test args…]
+# What is installed outside the clone stays for the next run on the same
+# machine: FerretDB and the npm packages under ~/.cache/wirelint
+# ($WIRELINT_CACHE), cargo-deny in ~/.cargo/bin, the PyPI and Debian
+# packages, the Go and Maven module caches.
+#
+#   scripts/test.sh                     everything
+#   scripts/test.sh [cargo test args…]  the same, but the tests as one
+#                                       `cargo test --features e2e ARGS…`
+#
+# With no arguments the test binaries run two at a time
+# ($WIRELINT_TEST_LANES), each one's output in target/test-logs/ (printed
+# when it fails). The release binary is built once, by the wheel
+# (scripts/wheel.sh), beside clippy and the test build; the hostile-analysis
+# suite, the wheel's test and the benchmark smoke check all use it.
+#
+# Each step prints its seconds when it ends, and all of them at the end.
 #
 # testcontainers tests (real MongoDB in Docker) run only where `docker info`
 # answers; elsewhere they stay "ignored" and this script says why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { echo "== $*" >&2; }
+CACHE=${WIRELINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wirelint}
+export WIRELINT_CACHE=$CACHE
 
-step "FerretDB"
+steps=()
+step_name=
+step_began=0
+end_step() {
+  [ -n "$step_name" ] || return 0
+  local took=$((SECONDS - step_began))
+  echo "-- ${took} s: $step_name${1:-}" >&2
+  steps+=("$(printf '%6d s  %s%s' "$took" "$step_name" "${1:-}")")
+  step_name=
+}
+# step NAME [WHAT IT IS FOR…]: ends the step before, starts this one.
+step() {
+  end_step
+  step_name=$1
+  step_began=$SECONDS
+  echo "== $1${2:+: ${*:2}}" >&2
+}
+release_pid=0
+summary() {
+  local status=$1
+  # A release build still running in the background (a step failed).
+  if [ "$release_pid" -gt 0 ]; then kill -- -"$release_pid" 2>/dev/null || true; fi
+  if [ "$status" -ne 0 ]; then end_step " (FAILED)"; else end_step; fi
+  echo "== steps, in seconds:" >&2
+  printf '%s\n' "${steps[@]}" >&2
+  printf '%6d s  in all%s\n' "$SECONDS" "$([ "$status" -eq 0 ] || echo ", FAILED")" >&2
+}
+trap 'summary $?' EXIT
+
+step "FerretDB" "(built once, kept in $CACHE)"
 scripts/ferretdb.sh install >/dev/null
 
 step "pymongo and MongoEngine"
@@ -29,13 +73,26 @@ if ! python3 -c 'import pymongo, mongoengine' 2>/dev/null; then
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet -r tests/drivers/python/requirements.txt
 fi
 
-step "Node driver, Mongoose and mongosh"
-if [ ! -x tests/drivers/node/node_modules/.bin/mongosh ] ||
-   [ tests/drivers/node/package-lock.json -nt tests/drivers/node/node_modules/.package-lock.json ]; then
-  (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
+step "Node driver, Mongoose, mongosh and playwright-core" "(npm; kept in $CACHE by the lock file's hash)"
+node=tests/drivers/node
+lock=$(sha256sum "$node/package-lock.json" | cut -c1-16)
+kept=$CACHE/node-$lock
+if [ ! -x "$kept/node_modules/.bin/mongosh" ]; then
+  mkdir -p "$CACHE"
+  fresh=$(mktemp -d "$CACHE/node-new.XXXXXX")
+  cp "$node/package.json" "$node/package-lock.json" "$fresh/"
+  (cd "$fresh" && npm ci --no-audit --no-fund --loglevel=error)
+  rm -rf "$kept"
+  mv "$fresh" "$kept"
+fi
+if [ "$(cat "$node/node_modules/.wirelint-lock" 2>/dev/null)" != "$lock" ]; then
+  rm -rf "$node/node_modules"
+  # Hard links: a copy of the tree that costs no space and a second or two.
+  cp -al "$kept/node_modules" "$node/node_modules" 2>/dev/null || cp -a "$kept/node_modules" "$node/node_modules"
+  echo "$lock" >"$node/node_modules/.wirelint-lock"
 fi
 
-step "Debian packages: Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check)"
+step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check)"
 if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
@@ -43,22 +100,102 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat >/dev/null
 fi
 
-step "cargo fmt --check"
-cargo fmt --all -- --check
+step "maturin" "(PyPI: scripts/wheel.sh builds the wheel and the release binary with it)"
+if ! python3 -m maturin --version >/dev/null 2>&1; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet "maturin>=1.7,<2"
+fi
 
-step "cargo clippy"
-cargo clippy --locked --all-targets --quiet -- -D warnings
-
-step "cargo build --release (tests/hostile_analysis.rs runs the release binary)"
-cargo build --locked --release --quiet --bin wirelint
-
-step "cargo test"
-cargo test --locked "$@"
-
-step "cargo deny (dependencies: licenses, bans, sources, advisories)"
+step "cargo-deny" "(crates.io, built once into ~/.cargo/bin)"
 if ! command -v cargo-deny >/dev/null 2>&1; then
   cargo install --locked --quiet cargo-deny --version "^0.20"
 fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+# The release binary, through the wheel: maturin's build of it differs from
+# `cargo build --release` only in stripping symbols, which would make cargo
+# build the whole-program-optimised binary a second time. The wheel's test
+# then finds it built, and everything else runs target/release/wirelint.
+# Its last stage (LTO, one code-generation unit) keeps one core busy: clippy
+# and the test build run beside it.
+mkdir -p target
+release_log=target/release-build.log
+release_began=$SECONDS
+# (A session of its own, so that a failure before it ends can stop it.)
+setsid scripts/wheel.sh >/dev/null 2>"$release_log" &
+release_pid=$!
+echo "== release build started in the background (scripts/wheel.sh; its log: $release_log)" >&2
+
+step "cargo clippy"
+cargo clippy --locked --all-targets --features e2e --quiet -- -D warnings
+
+step "cargo test --no-run" "(the test build)"
+cargo test --locked --features e2e --no-run --quiet
+
+step "release build" "(time spent waiting for it here)"
+built=0
+wait "$release_pid" || built=$?
+release_pid=0
+if [ "$built" -ne 0 ]; then
+  cat "$release_log" >&2
+  echo "the release build (scripts/wheel.sh) failed" >&2
+  exit 1
+fi
+echo "release build: $((SECONDS - release_began)) s from its start; target/release/wirelint $(du -h target/release/wirelint | cut -f1)" >&2
+steps+=("$(printf '%6d s  %s' "$((SECONDS - release_began))" "(release build, from its start in the background)")")
+
+step "cargo test"
+if [ $# -gt 0 ]; then
+  cargo test --locked --features e2e "$@"
+else
+  logs=target/test-logs
+  rm -rf "$logs"
+  mkdir -p "$logs"
+  # One test binary, its output to its log; a line when it ends.
+  run_one() {
+    local job=$1 name args began=$SECONDS status=0
+    case $job in
+      unit) name=unit args=(--lib --bins) ;;
+      doc) name=doc args=(--doc) ;;
+      *) name=$job args=(--test "$job") ;;
+    esac
+    cargo test --locked --features e2e "${args[@]}" >"$TEST_LOGS/$name.log" 2>&1 || status=$?
+    local took=$((SECONDS - began))
+    local result
+    # The sum over the job's binaries (--lib --bins is two).
+    result=$(awk '/^test result:/ {r = r == "" || $3 == "ok." && r == "ok." ? $3 : "FAILED."; p += $4; f += $6; i += $8}
+                  END {if (r != "") printf "%s %d passed; %d failed; %d ignored", r, p, f, i}' "$TEST_LOGS/$name.log")
+    echo "$name $status $took" >>"$TEST_LOGS/results"
+    printf '   %-20s %4d s  %s\n' "$name" "$took" "${result:-FAILED to run (status $status)}" >&2
+  }
+  export -f run_one
+  export TEST_LOGS=$logs
+  # The slowest first, so that the lanes end together.
+  first=(realworld scenarios soak python_plugin hostile_analysis drivers failover analysis_e2e faults proxy_e2e dashboard bad_input)
+  jobs=("${first[@]}")
+  for f in tests/*.rs; do
+    t=$(basename "$f" .rs)
+    [[ " ${first[*]} " == *" $t "* ]] || jobs+=("$t")
+  done
+  jobs+=(unit doc)
+  printf '%s\n' "${jobs[@]}" | xargs -P "${WIRELINT_TEST_LANES:-2}" -I{} bash -c 'run_one "$1"' _ {} || true
+  failed=$(awk '$2 != 0 {print $1}' "$logs/results")
+  ran=$(wc -l <"$logs/results")
+  [ "$ran" -eq "${#jobs[@]}" ] || { echo "only $ran of ${#jobs[@]} test binaries reported" >&2; exit 1; }
+  awk '/^test result:/ {for (i = 1; i <= NF; i++) if ($i ~ /^(passed|failed|ignored);?$/) n[$i] += $(i - 1)}
+       END {printf "   all: %d passed, %d failed, %d ignored\n", n["passed;"], n["failed;"], n["ignored;"]}' "$logs"/*.log >&2
+  if [ -n "$failed" ]; then
+    for name in $failed; do
+      echo "==== $name: its output ($logs/$name.log)" >&2
+      cat "$logs/$name.log" >&2
+    done
+    echo "failed: $(echo $failed)" >&2
+    exit 1
+  fi
+fi
+
+step "cargo deny" "(dependencies: licenses, bans, sources, advisories)"
 cargo deny --log-level error check licenses bans sources
 if ! cargo deny --log-level error check advisories 2>/tmp/wirelint-deny-advisories.log; then
   if grep -qiE "failed to fetch|unable to access|could not resolve|network|403|connect" /tmp/wirelint-deny-advisories.log; then
@@ -69,13 +206,16 @@ if ! cargo deny --log-level error check advisories 2>/tmp/wirelint-deny-advisori
   fi
 fi
 
-step "benchmarks: a few seconds as a smoke check (figures printed, nothing asserted)"
-cargo bench --locked --quiet --bench proxy -- --seconds 0.2 --rounds 1 --conns 1 --ferretdb-conns 1 --scale 100 | tail -4
-cargo bench --locked --quiet --bench analysis -- --sample-count 3 >/dev/null
+# The harness built as the tests were (no optimised build of its own), in
+# front of the release binary: it shows the benchmarks run, its figures
+# are not measurements (scripts/bench.sh measures).
+step "benchmarks" "a few seconds as a smoke check (figures printed, nothing asserted)"
+cargo bench --locked --quiet --profile dev --features e2e --bench proxy -- --seconds 0.2 --rounds 1 --conns 1 --ferretdb-conns 1 --scale 100 | tail -4
+cargo bench --locked --quiet --profile dev --features e2e --bench analysis -- --sample-count 3 >/dev/null
 
 step "testcontainers"
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-  cargo test --locked --test testcontainers -- --ignored
+  cargo test --locked --features e2e --test testcontainers -- --ignored
 else
   echo "testcontainers: SKIPPED, not passed: no Docker engine answers 'docker info' on this machine." >&2
   echo "                (tests/testcontainers.rs stays 'ignored'; it runs where Docker is available)" >&2

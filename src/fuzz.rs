@@ -103,6 +103,13 @@ impl StackThread {
 /// passing its panic on; a stack overflow there aborts the process, as it
 /// would in production.
 fn on_stack(stack: usize, target: fn(&[u8]), data: &[u8]) {
+    let data = data.to_vec();
+    run_on_stack(stack, move || target(&data))
+}
+
+/// Runs `job` on the kept thread of `stack` bytes and returns what it
+/// returns, passing its panic on.
+fn run_on_stack<R: Send + 'static>(stack: usize, job: impl FnOnce() -> R + Send + 'static) -> R {
     static THREADS: std::sync::Mutex<Vec<(usize, StackThread)>> = std::sync::Mutex::new(Vec::new());
     let mut threads = THREADS.lock().unwrap_or_else(|p| p.into_inner());
     if !threads.iter().any(|(s, _)| *s == stack) {
@@ -113,12 +120,18 @@ fn on_stack(stack: usize, target: fn(&[u8]), data: &[u8]) {
         .find(|(s, _)| *s == stack)
         .expect("just added")
         .1;
-    let data = data.to_vec();
-    let ran = thread.run(Box::new(move || target(&data)));
+    let result = Arc::new(Mutex::new(None));
+    let slot = result.clone();
+    let ran = thread.run(Box::new(move || {
+        let r = job();
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    }));
     drop(threads);
     if let Err(panic) = ran {
         std::panic::resume_unwind(panic);
     }
+    let r = result.lock().unwrap_or_else(|p| p.into_inner()).take();
+    r.expect("set by a job that returned")
 }
 
 /// A fuzz target: arbitrary bytes in, no panic out.
@@ -254,13 +267,43 @@ fn rewrite(data: &[u8]) {
 }
 
 /// The whole analysis of arbitrary messages (every rule on): the bytes are
-/// offered as a request, then as its reply, then as a request and reply
-/// split at the first message boundary, the way the workers see them.
+/// offered as a request, then as its reply, on one connection; then, on
+/// another, as a request and reply split at the first message boundary,
+/// the way the workers see them (and on a third, that request alone). A rule's panic is caught and counted (as
+/// in production, where traffic must not suffer for it), so the target
+/// fails on the count: a rule that panics is a bug the fuzzer must report.
 pub fn analysis(data: &[u8]) {
-    on_stack(crate::analysis::ANALYSIS_STACK, analyse, data)
+    let analysed = analysed(data);
+    assert!(
+        analysed.rule_panics.is_empty(),
+        "a rule panicked (caught and counted): {:?}",
+        analysed.rule_panics
+    );
 }
 
-fn analyse(data: &[u8]) {
+/// What the analysis target learnt from one input.
+#[derive(Debug, Default)]
+pub struct Analysed {
+    /// Data operations learnt: each is counted once its request is paired
+    /// with a reply that accepted it.
+    pub operations: u64,
+    /// Requests left waiting for a reply when their connection closed,
+    /// where the input, split at its first message boundary, was offered
+    /// as a request and its reply.
+    pub unanswered_with_reply: u64,
+    /// The same, where only that request was offered.
+    pub unanswered_alone: u64,
+    /// Panics the rules' guard caught, by rule id.
+    pub rule_panics: Vec<(&'static str, u64)>,
+}
+
+/// The analysis target's run over `data`, and what it learnt.
+pub fn analysed(data: &[u8]) -> Analysed {
+    let data = data.to_vec();
+    run_on_stack(crate::analysis::ANALYSIS_STACK, move || analyse(&data))
+}
+
+fn analyse(data: &[u8]) -> Analysed {
     let stats = Stats::default();
     let knowledge = Arc::new(Mutex::new(Knowledge::new(
         crate::rules::all(),
@@ -268,7 +311,7 @@ fn analyse(data: &[u8]) {
         false,
         Caps::default(),
     )));
-    let mut engine = Engine::new(knowledge, None);
+    let mut engine = Engine::new(knowledge.clone(), None);
     let at = Instant::now();
     let bytes = Bytes::copy_from_slice(data);
     for direction in [Direction::Request, Direction::Reply] {
@@ -278,15 +321,35 @@ fn analyse(data: &[u8]) {
     }
     if let Ok(Some(len)) = frame::check(data) {
         let (request, reply) = (bytes.slice(..len), bytes.slice(len..));
-        for (direction, frame) in [(Direction::Request, request), (Direction::Reply, reply)] {
-            if let Some(decoded) = crate::analysis::decode(2, direction, &frame, &stats) {
-                engine.decoded(2, at, decoded);
+        for (conn, direction, frame) in [
+            (2, Direction::Request, request.clone()),
+            (2, Direction::Reply, reply),
+            (3, Direction::Request, request),
+        ] {
+            if let Some(decoded) = crate::analysis::decode(conn, direction, &frame, &stats) {
+                engine.decoded(conn, at, decoded);
             }
         }
     }
     engine.tick(at);
-    engine.closed(1);
+    let mut unanswered = [0; 3];
+    for (conn, n) in [1, 2, 3].into_iter().zip(&mut unanswered) {
+        let before = lock(&knowledge).forgotten_requests;
+        engine.closed(conn);
+        *n = lock(&knowledge).forgotten_requests - before;
+    }
     engine.flush();
+    let k = lock(&knowledge);
+    Analysed {
+        operations: k.operations,
+        unanswered_with_reply: unanswered[1],
+        unanswered_alone: unanswered[2],
+        rule_panics: k.rule_panics.iter().map(|(id, n)| (*id, *n)).collect(),
+    }
+}
+
+fn lock(knowledge: &Mutex<Knowledge>) -> std::sync::MutexGuard<'_, Knowledge> {
+    knowledge.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ fn pattern<'a>(report: &'a Report, name: &str) -> &'a wirelint::report::PatternR
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn patterns_count_invocations_round_trips_and_documents() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -175,6 +176,7 @@ async fn patterns_count_invocations_round_trips_and_documents() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn wl103_large_documents_warn_and_error_and_stay_silent_on_small_ones() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -230,6 +232,7 @@ async fn wl103_large_documents_warn_and_error_and_stay_silent_on_small_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn wl504_lookup_heavy_reads_fire_and_occasional_lookups_do_not() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -293,6 +296,7 @@ async fn wl504_lookup_heavy_reads_fire_and_occasional_lookups_do_not() {
 
 /// Rules can be switched off and tuned per namespace in wirelint.toml.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn rules_are_configured_per_rule_and_per_namespace() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wirelint.toml");
@@ -353,6 +357,7 @@ async fn rules_are_configured_per_rule_and_per_namespace() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn admin_endpoints_serve_metrics_findings_patterns_and_health() {
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
@@ -401,6 +406,7 @@ async fn admin_endpoints_serve_metrics_findings_patterns_and_health() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn admin_token_is_required_when_set() {
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
@@ -440,6 +446,7 @@ async fn admin_token_is_required_when_set() {
 /// connection that sends nothing, is closed; then the endpoints answer
 /// again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn admin_connections_are_capped_and_slow_headers_time_out() {
     use wirelint::admin::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
     let backend = Backend::shared();
@@ -486,6 +493,7 @@ async fn admin_connections_are_capped_and_slow_headers_time_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn show_values_adds_example_ids_to_findings() {
     let backend = Backend::shared();
     let mut settings = common::settings(&backend.uri());
@@ -514,6 +522,7 @@ async fn show_values_adds_example_ids_to_findings() {
 /// the key is multi-shard, targeted by the backend (not reported); the
 /// sorted, limited feed is WL202.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
     use futures_util::TryStreamExt;
     let backend = Backend::shared();
@@ -621,6 +630,7 @@ async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
 /// passes 250), against the good designs: the 10 most recent comments kept
 /// with $slice, older ones in buckets of 100 — silent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn unbounded_comment_arrays_are_reported_and_bounded_designs_are_not() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -736,6 +746,7 @@ async fn unbounded_comment_arrays_are_reported_and_bounded_designs_are_not() {
 /// username one by one (N+1, WL401); V2 stores the username on the comment
 /// and needs one query — silent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn n_plus_one_follow_ups_are_linked_by_values_from_the_list() {
     use futures_util::TryStreamExt;
     let backend = Backend::shared();

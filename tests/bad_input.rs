@@ -144,6 +144,7 @@ fn cases() -> Vec<Case> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn malformed_frames_close_only_their_connection() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -645,6 +646,7 @@ fn rss_bytes() -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn hostile_clients_affect_only_their_own_connection() {
     let _alone = measuring_rss().await;
     let backend = Backend::shared();
@@ -935,6 +937,7 @@ async fn bare_headers_with_the_backend_down_cost_nothing() {
 /// wait, so a steady client sees no error; once the large senders go, a
 /// large message goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn large_messages_share_one_buffer_budget() {
     let _alone = measuring_rss().await;
     const BUDGET: usize = 8 << 20;

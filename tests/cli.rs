@@ -182,6 +182,7 @@ fn terminate(mut child: Child) -> i32 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn runs_from_environment_and_config_file_and_stops_on_sigterm() {
     let backend = Backend::shared();
     let dir = tempfile::tempdir().unwrap();
@@ -222,6 +223,7 @@ async fn runs_from_environment_and_config_file_and_stops_on_sigterm() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 fn json_logs_are_json() {
     let backend = Backend::shared();
     let (child, _uri, seen) = start(

@@ -12,6 +12,7 @@ use common::Backend;
 use std::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, Chromium, npm")]
 async fn the_dashboard_shows_findings_and_updates_in_a_browser() {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     assert!(

@@ -42,6 +42,7 @@ fn pymongo(args: &[&str]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn pymongo_crud_through_wirelint_matches_direct() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -60,6 +61,7 @@ async fn pymongo_crud_through_wirelint_matches_direct() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn pymongo_sees_a_replica_set_backend_as_one_router() {
     let backend = Backend::start(BackendOptions {
         repl_set: Some("rs0".into()),
@@ -76,6 +78,7 @@ async fn pymongo_sees_a_replica_set_backend_as_one_router() {
 /// (pymongo here: the Rust driver 3.9 fails SCRAM against FerretDB v1.24.2
 /// even directly, "expected SCRAM authentication to have completed".)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn scram_sha_256_login_passes_through() {
     let backend = Backend::start(BackendOptions {
         user: Some(("alice".into(), "s3cret-pw".into())),
@@ -132,6 +135,7 @@ async fn scram_sha_256_login_passes_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn node_driver_through_wirelint_matches_direct() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -163,6 +167,7 @@ async fn node_driver_through_wirelint_matches_direct() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn mongosh_through_wirelint_matches_direct() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;

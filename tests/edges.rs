@@ -215,6 +215,7 @@ fn with_trace(body: RawDocumentBuf, request_id: i32, traceparent: &str) -> Vec<u
 /// operation. (Before: the proxy refused section kind 3 and closed the
 /// connection.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn payload_type_3_is_forwarded_and_its_trace_id_reported() {
     let backend = Backend::shared();
     let front = Front::start(backend.addr()).await;
@@ -293,6 +294,7 @@ async fn payload_type_3_is_forwarded_and_its_trace_id_reported() {
 /// compressed request counted as awaiting a reply forever, and the upstream
 /// timeout cut monitoring connections and awaitData cursors.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn requests_are_tracked_as_what_they_are() {
     let backend = Backend::shared();
     let front = Front::start(backend.addr()).await;
@@ -396,6 +398,7 @@ async fn requests_are_tracked_as_what_they_are() {
 /// and a client using the proxy meanwhile sees no error. (Before: each
 /// accepted socket opened its backend connection at once.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn idle_sockets_open_no_backend_connection() {
     let backend = Backend::shared();
     let front = Front::start(backend.addr()).await;

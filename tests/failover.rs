@@ -157,6 +157,7 @@ fn python() -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn drivers_keep_writing_across_a_stepdown() {
     let backend = Backend::shared();
     let (a, b) = (
@@ -291,6 +292,7 @@ async fn drivers_keep_writing_across_a_stepdown() {
 /// driver's single seed does), instead of being presented as a router
 /// that refuses every write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn a_secondary_given_as_the_only_host_leads_to_the_primary() {
     let backend = Backend::shared();
     let (a, b) = (

@@ -26,6 +26,7 @@ async fn fast_failing_client(proxy: &wirelint::Proxy) -> mongodb::Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn backend_killed_under_load_then_back_loses_no_acknowledged_write() {
     let mut backend = Backend::start(BackendOptions::default());
     let proxy = common::proxy(&backend.uri()).await;
@@ -156,6 +157,7 @@ async fn backend_killed_under_load_then_back_loses_no_acknowledged_write() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn backend_restarted_mid_cursor_gives_an_error_then_recovers() {
     let mut backend = Backend::start(BackendOptions::default());
     let proxy = common::proxy(&backend.uri()).await;
@@ -199,6 +201,7 @@ async fn backend_restarted_mid_cursor_gives_an_error_then_recovers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn a_half_closed_client_still_gets_its_reply() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -223,6 +226,7 @@ async fn a_half_closed_client_still_gets_its_reply() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn clients_vanishing_mid_reply_affect_nobody_else() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;

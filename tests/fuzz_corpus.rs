@@ -78,6 +78,15 @@ fn two_messages_back_to_back_are_analysed_as_request_and_reply() {
         let mut data = std::fs::read(root.join(format!("{name}.bin"))).unwrap();
         data.extend(std::fs::read(root.join(format!("{name}.reply.bin"))).unwrap());
         wirelint::fuzz::analysis(&data);
+        let analysed = wirelint::fuzz::analysed(&data);
+        // Offered alone, the request waits for a reply; followed by its
+        // reply, it is answered.
+        assert_eq!(analysed.unanswered_alone, 1, "{name}: {analysed:?}");
+        assert_eq!(analysed.unanswered_with_reply, 0, "{name}: {analysed:?}");
+        // An accepted data operation is learnt once paired (a getMore of a
+        // cursor whose find was not seen has no pattern to join).
+        let learnt = if name.ends_with("getMore") { 0 } else { 1 };
+        assert_eq!(analysed.operations, learnt, "{name}: {analysed:?}");
     }
 }
 

@@ -509,6 +509,7 @@ fn cases() -> Vec<Case> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, release binary")]
 async fn hostile_traffic_cannot_stop_slow_or_bloat_wirelint() {
     let backend = Backend::shared();
     let mut proxy = Wirelint::start(&backend.uri());
@@ -634,6 +635,7 @@ async fn hostile_traffic_cannot_stop_slow_or_bloat_wirelint() {
 /// every request is refused, so nothing is learnt — the tables stay empty
 /// however many new keys are sent — and the refusals are counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, release binary")]
 async fn unauthenticated_clients_teach_nothing() {
     let backend = Backend::start(BackendOptions {
         user: Some(("admin".into(), "pw-hostile".into())),
@@ -716,6 +718,7 @@ async fn unauthenticated_clients_teach_nothing() {
 /// With the backend down, 200 connections that each send a bare 16-byte
 /// header announcing 48 MB cost the release binary almost nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs the release binary")]
 async fn bare_headers_with_the_backend_down_cost_the_release_binary_nothing() {
     let dead = format!("mongodb://127.0.0.1:{}/", common::free_port());
     let mut proxy = Wirelint::start(&dead);

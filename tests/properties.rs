@@ -76,6 +76,13 @@ proptest! {
             target(&message[..cut]);
             target(&noise);
         }
+        // The document as a find's filter and as what its accepted reply
+        // returns: a pair the analysis learns from, so every rule meets it
+        // (the analysis target fails on a rule's panic).
+        let find = op_msg::encode(2, 0, 0, &bytes_of(&doc! {"find": "c", "filter": body.clone(), "$db": "d"}), &[]);
+        let reply = doc! {"cursor": {"firstBatch": [body], "id": 0_i64, "ns": "d.c"}, "ok": 1.0};
+        let pair = [find, op_msg::encode(3, 2, 0, &bytes_of(&reply), &[])].concat();
+        wirelint::fuzz::analysis(&pair);
     }
 
     /// OP_MSG as wirelint encodes it (with a checksum) decodes to the same

@@ -10,6 +10,7 @@ use mongodb::Client;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn crud_through_wirelint_matches_direct() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -53,6 +54,7 @@ async fn crud_through_wirelint_matches_direct() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn cursor_of_1000_in_batches_of_7_with_getmore_and_killcursors() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -100,6 +102,7 @@ async fn cursor_of_1000_in_batches_of_7_with_getmore_and_killcursors() {
 /// Ordered and unordered bulk inserts with a duplicate key: the error and
 /// what was written are the same through wirelint as directly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn bulk_write_duplicate_key_error_passes_through_unchanged() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -156,6 +159,7 @@ async fn bulk_write_duplicate_key_error_passes_through_unchanged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn a_15_mb_document_round_trips() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -183,6 +187,7 @@ async fn a_15_mb_document_round_trips() {
 /// compression, FerretDB issue #4362, so nothing is negotiated with it; the
 /// testcontainers suite covers a backend that does).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn compression_negotiation_passes_through() {
     let backend = Backend::shared();
     let proxy = common::proxy(&backend.uri()).await;
@@ -209,6 +214,7 @@ async fn compression_negotiation_passes_through() {
 /// wirelint: the analysis side inflates them, checks the declared size and
 /// counts them per compressor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn compressed_messages_are_decoded_by_the_analysis_side() {
     use tokio::io::AsyncWriteExt;
     use wirelint::wire::{compressed, op_msg, Compressor};
@@ -259,6 +265,7 @@ async fn tls_proxy(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn tls_on_the_client_side() {
     let certs = common::make_certs();
     let proxy = tls_proxy(&certs, None).await;
@@ -319,6 +326,7 @@ fn openssl_handshake(port: u16, version: &str, ca: &std::path::Path) -> Option<S
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn tls_client_side_speaks_only_tls_1_2_and_1_3_with_aead_ciphers() {
     let certs = common::make_certs();
     let proxy = tls_proxy(&certs, None).await;
@@ -349,6 +357,7 @@ async fn tls_client_side_speaks_only_tls_1_2_and_1_3_with_aead_ciphers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn tls_client_certificates_when_a_client_ca_is_set() {
     let certs = common::make_certs();
     let proxy = tls_proxy(&certs, Some(certs.ca.clone())).await;
@@ -381,6 +390,7 @@ async fn tls_client_certificates_when_a_client_ca_is_set() {
 /// wirelint's reason, and nothing reaches the backend; SCRAM-less clients
 /// work as before. With `allow_x509_passthrough`, the backend answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn x509_impersonation_is_refused() {
     let certs = common::make_certs();
     let backend = Backend::start(BackendOptions {
@@ -453,6 +463,7 @@ async fn x509_impersonation_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn tls_on_the_upstream_side() {
     let certs = common::make_certs();
     let backend = Backend::start(BackendOptions {
@@ -491,6 +502,7 @@ async fn tls_on_the_upstream_side() {
 /// address. A driver given only wirelint's address, with default options,
 /// must never open a connection anywhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn replica_set_upstream_keeps_drivers_on_wirelint() {
     let backend = Backend::start(BackendOptions {
         repl_set: Some("rs0".into()),
@@ -537,6 +549,7 @@ async fn unreachable_upstream_gives_the_client_an_error_fast() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn connection_limit_refuses_extra_connections_with_a_log_line() {
     use tokio::io::AsyncReadExt;
     let backend = Backend::shared();
@@ -682,6 +695,7 @@ async fn upstream_timeout_fires_when_the_backend_stops_answering() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn idle_timeout_closes_silent_connections() {
     use tokio::io::AsyncReadExt;
     let backend = Backend::shared();

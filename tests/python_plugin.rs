@@ -40,6 +40,7 @@ fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
 }
 
 #[test]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, wheel, PyPI")]
 fn the_pytest_plugin_fails_the_session_on_an_anti_pattern() {
     let root = common::manifest_dir();
     // Without the variables `cargo test` sets for a test (ring's build

@@ -102,6 +102,7 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, Py/Node/Go/Java")]
 async fn real_applications_get_exactly_their_findings() {
     let backend = Backend::start(Default::default());
     let mut outcomes = Vec::new();

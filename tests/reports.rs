@@ -192,6 +192,7 @@ fn assert_no_secret(what: &str, text: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn every_output_is_complete_valid_and_free_of_values() {
     let backend = Backend::shared();
     let dir = tempfile::tempdir().unwrap();

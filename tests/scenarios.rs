@@ -96,6 +96,7 @@ async fn run(name: &str) -> wirelint::report::Report {
 /// `wirelint diff` between the three versions prints seed 004's comparison:
 /// round trips fall and the ⚠ go away, request by request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB and pymongo")]
 async fn seed004_blog_v1_v2_v3_diff() {
     let v1 = run("seed004-blog-v1").await;
     let v2 = run("seed004-blog-v2").await;
@@ -144,6 +145,7 @@ async fn seed004_blog_v1_v2_v3_diff() {
 /// the whole workload gives: the same patterns with the same ✅/⚠, their
 /// counts added up, the same findings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB and pymongo")]
 async fn seed004_v1_halves_merge_into_the_whole() {
     let name = "seed004-blog-v1";
     let whole = run(name).await;
@@ -268,6 +270,7 @@ macro_rules! scenarios {
     ($($test:ident => $dir:literal,)*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB and pymongo")]
             async fn $test() {
                 run($dir).await;
             }

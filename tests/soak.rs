@@ -258,6 +258,7 @@ async fn adversary(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn soak_then_flood_memory_and_descriptors_stay_flat() {
     let seconds: u64 = std::env::var("WIRELINT_SOAK_SECONDS")
         .ok()

@@ -78,6 +78,7 @@ async fn set_srv(zone: &InMemoryAuthority, serial: u32, target: &str, port: u16)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
 async fn srv_upstreams_are_resolved_and_looked_up_again() {
     let backend = Backend::shared();
     let (dns, zone) = dns_server().await;
