@@ -625,7 +625,7 @@ async fn partition_keys_classify_operations_and_fan_outs_are_reported() {
     proxy.shutdown().await;
 }
 
-/// seed 000: a blog post whose comments are pushed into the post with no
+/// *Data modeling in Azure Cosmos DB*: a blog post whose comments are pushed into the post with no
 /// bound (WL101, confirmed as the same post is read growing; WL102 once it
 /// passes 250), against the good designs: the 10 most recent comments kept
 /// with $slice, older ones in buckets of 100 — silent.
@@ -742,7 +742,7 @@ async fn unbounded_comment_arrays_are_reported_and_bounded_designs_are_not() {
     proxy.shutdown().await;
 }
 
-/// seed 004 V1 Q4: list a post's comments, then fetch each commenter's
+/// The blogging platform's V1 Q4: list a post's comments, then fetch each commenter's
 /// username one by one (N+1, WL401); V2 stores the username on the comment
 /// and needs one query — silent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

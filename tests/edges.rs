@@ -1,4 +1,4 @@
-//! Transparent at the edges (issue 13): the newest protocol sections,
+//! Transparent at the edges: the newest protocol sections,
 //! requests that are never answered or answered late by design, and
 //! connections that send nothing.
 //!

@@ -184,7 +184,7 @@ async fn a_15_mb_document_round_trips() {
 /// The driver asks for snappy, zlib and zstd. wirelint passes the
 /// negotiation through untouched: the hello reply through wirelint offers
 /// exactly what the backend offers (FerretDB v1.24.2 implements no
-/// compression, FerretDB issue #4362, so nothing is negotiated with it; the
+/// compression, so nothing is negotiated with it; the
 /// testcontainers suite covers a backend that does).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]

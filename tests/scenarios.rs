@@ -66,7 +66,7 @@ async fn run(name: &str) -> wirelint::report::Report {
                 assert_eq!(
                     got.as_deref(),
                     Some(verdict.as_str()),
-                    "{name}: ⚠/✅ differs from seed 004\n{}",
+                    "{name}: ⚠/✅ differs from the blogging platform's page\n{}",
                     wirelint::report::table::text(&report)
                 );
             }
@@ -93,7 +93,7 @@ async fn run(name: &str) -> wirelint::report::Report {
     report
 }
 
-/// `wirelint diff` between the three versions prints seed 004's comparison:
+/// `wirelint diff` between the three versions prints the blogging platform page's comparison:
 /// round trips fall and the ⚠ go away, request by request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB and pymongo")]
