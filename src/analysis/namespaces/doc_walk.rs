@@ -15,9 +15,10 @@ pub struct ArrayInDoc {
     pub path: String,
     pub len: u32,
     pub bytes: usize,
-    /// Every element a number, or an array of numbers: a vector (an
-    /// embedding) or coordinates, whose size is fixed by what it encodes,
-    /// not by related entities that keep coming.
+    /// Every element a number, an array of numbers, or a small document
+    /// of numbers (`{lng, lat}`): a vector (an embedding), coordinates or
+    /// a polygon, whose size is fixed by what it encodes, not by related
+    /// entities that keep coming.
     pub numeric: bool,
 }
 
@@ -64,6 +65,27 @@ fn is_number(element_type: u8) -> bool {
     matches!(element_type, 0x01 | 0x10 | 0x12 | 0x13)
 }
 
+/// Fields a document of numbers has when it is one value, a point (`{x,
+/// y}`, `{lng, lat, alt}`, `{x, y, z, m}`), not an entity: two to four.
+const POINT_FIELDS: std::ops::RangeInclusive<usize> = 2..=4;
+
+/// An array element that is a number itself: a number, an array of
+/// numbers (`[lng, lat]`), or a small document of numbers (`{lng, lat}`).
+fn is_numeric_value(item: &bson_walk::Element<'_>) -> bool {
+    let all_numbers = |body: &[u8], fields: std::ops::RangeInclusive<usize>| {
+        let mut n = 0;
+        bson_walk::elements(body).all(|e| {
+            n += 1;
+            n <= *fields.end() && e.is_ok_and(|e| is_number(e.element_type))
+        }) && fields.contains(&n)
+    };
+    match item.element_type {
+        0x04 => all_numbers(item.value, 0..=usize::MAX),
+        0x03 => all_numbers(item.value, POINT_FIELDS),
+        t => is_number(t),
+    }
+}
+
 /// Collects (path, length) for every array, elements folded as `path.$`.
 /// `path` is the prefix so far; it is restored before returning. Walks the
 /// raw bytes (no UTF-8 or value decoding) and builds a path only for
@@ -107,11 +129,7 @@ fn walk_arrays<'d>(
                 if item.element_type == 0x03 && (len as usize) < caps.elements_sampled {
                     walk_arrays(item.value, path, depth + 1, caps, out, None);
                 }
-                numeric = numeric
-                    && (is_number(item.element_type)
-                        || (item.element_type == 0x04
-                            && bson_walk::elements(item.value)
-                                .all(|e| e.is_ok_and(|e| is_number(e.element_type)))));
+                numeric = numeric && is_numeric_value(&item);
                 len += 1;
             }
             out.push(ArrayInDoc {
@@ -158,5 +176,31 @@ mod tests {
         let numeric = |path: &str| arrays.iter().find(|a| a.path == path).unwrap().numeric;
         assert!(numeric("embedding") && numeric("route.coordinates"));
         assert!(!numeric("tags") && !numeric("ids") && !numeric("empty") && !numeric("comments"));
+    }
+
+    /// A polygon stored as point documents is a value like one stored as
+    /// number pairs; documents with a non-number field, or with more or
+    /// fewer fields than a point has, are entities.
+    #[test]
+    fn small_documents_of_numbers_are_numeric_values() {
+        let caps = Caps::default();
+        let ring: Vec<bson::Document> = (0..500)
+            .map(|i| bson::doc! {"lng": i as f64 / 100.0, "lat": -(i as f64) / 100.0})
+            .collect();
+        let readings: Vec<bson::Document> = (0..50)
+            .map(|i| bson::doc! {"t": bson::DateTime::from_millis(i), "v": i as f64})
+            .collect();
+        let wide: Vec<bson::Document> = (0..50)
+            .map(|i| bson::doc! {"a": i, "b": i, "c": i, "d": i, "e": i})
+            .collect();
+        let doc = bson::RawDocumentBuf::try_from(&bson::doc! {
+            "zone": {"ring": ring}, "readings": readings, "wide": wide, "blank": [{}], "one": [{"n": 1}],
+            "points3d": [{"x": 1, "y": 2, "z": 3_i64}]
+        })
+        .unwrap();
+        let arrays = Doc::new(&doc, &caps).arrays;
+        let numeric = |path: &str| arrays.iter().find(|a| a.path == path).unwrap().numeric;
+        assert!(numeric("zone.ring") && numeric("points3d"));
+        assert!(!numeric("readings") && !numeric("wide") && !numeric("blank") && !numeric("one"));
     }
 }
