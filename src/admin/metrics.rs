@@ -204,6 +204,14 @@ fn by(key: &'static str, counts: &BTreeMap<String, u64>) -> Vec<Series> {
         .collect()
 }
 
+/// Two series, labelled `direction`: requests and replies.
+fn by_direction(request: u64, reply: u64) -> Vec<Series> {
+    vec![
+        Series::new(vec![("direction", "request".into())], Value::Count(request)),
+        Series::new(vec![("direction", "reply".into())], Value::Count(reply)),
+    ]
+}
+
 /// One series per share of the analysis memory budget, labelled `table`.
 fn by_table(scrape: &Scrape<'_>, field: fn(&PoolUsage) -> u64) -> Vec<Series> {
     let tables = &scrape.report.counters.tables;
@@ -349,23 +357,13 @@ const FAMILIES: &[Family] = &[
         name: "wirelint_forwarded_messages_total",
         kind: Kind::Counter,
         help: "Messages forwarded, by direction.",
-        series: |s| {
-            vec![
-                Series::new(vec![("direction", "request".into())], Value::Count(s.stats.requests_forwarded)),
-                Series::new(vec![("direction", "reply".into())], Value::Count(s.stats.replies_forwarded)),
-            ]
-        },
+        series: |s| by_direction(s.stats.requests_forwarded, s.stats.replies_forwarded),
     },
     Family {
         name: "wirelint_forwarded_bytes_total",
         kind: Kind::Counter,
         help: "Bytes forwarded, by direction.",
-        series: |s| {
-            vec![
-                Series::new(vec![("direction", "request".into())], Value::Count(s.stats.request_bytes)),
-                Series::new(vec![("direction", "reply".into())], Value::Count(s.stats.reply_bytes)),
-            ]
-        },
+        series: |s| by_direction(s.stats.request_bytes, s.stats.reply_bytes),
     },
     Family {
         name: "wirelint_frame_errors_total",
