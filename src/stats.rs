@@ -63,7 +63,7 @@ pub struct Stats {
     /// at every tick (see `--analysis-cpu`).
     pub analysis_cpu_nanos: AtomicU64,
     /// Bytes the forwarding buffers hold for large messages (see
-    /// `proxy::session::BufferBudget`).
+    /// `proxy::buffer_budget::BufferBudget`).
     pub buffer_bytes: AtomicU64,
     /// Large messages that waited for the forwarding buffer budget.
     pub buffer_waits: AtomicU64,
