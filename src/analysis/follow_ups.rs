@@ -1,26 +1,30 @@
-//! N+1 linking: which queries fetch, per element of a list the application
-//! just read, documents of another collection by a value taken from that
-//! element. A [`ListRead`] is the last list read on a connection (its whole
-//! cursor: getMore batches extend it) as hashes of its documents' values,
-//! each with the field it came from and the document it was in; a later
-//! query [`ListRead::link`]s to it when its filter matches such a value.
+//! Follow-up linking: which queries take their filter values from a
+//! result an earlier read returned. A [`ListRead`] is one such result (a
+//! list or a detail read, its whole cursor: getMore batches extend it) as
+//! hashes of its documents' values, each with the field it came from and
+//! the document it was in; a later query [`ListRead::link`]s to it when
+//! its filter matches such a value. `requests` keeps the results of each
+//! request and tries them all.
 //!
 //! Provenance decides, not coincidence:
-//! - a link names the listed documents' field and the filter's field; the
-//!   list's own `_id` used as another collection's `_id` is a one-to-one
-//!   split, not a reference, and does not link;
-//! - a follow-up is *per element* when its values all come from one listed
-//!   document: an equality (`{authorId: v}`), or an `$in` / `$or` of one
-//!   element's values (its tags) when the list had several elements. An
-//!   `$in` gathering values of several elements is the batched fetch (what
-//!   Mongoose `populate` sends) — the fix, not the problem;
+//! - a link names the result's field and the filter's field, and only
+//!   references link (see `is_reference`): null, boolean and empty values
+//!   never do, and numbers need both fields named like references;
+//! - a follow-up is *per element* (the "+1" of an N+1) when its values all
+//!   come from one listed document: an equality (`{authorId: v}`), or an
+//!   `$in` / `$or` of one element's values (its tags) when the list had
+//!   several elements. An `$in` gathering values of several elements is
+//!   the batched fetch (what Mongoose `populate` sends) — the fix, not the
+//!   problem: it follows the result, not one element. A value every
+//!   element carries (a tenant) is the request's context, per element
+//!   only when asked for again;
 //! - follow-ups may return any number of documents.
 //!
 //! Values are hashed inside wirelint; none is kept. The hashing waits
-//! until a query could follow up: a list's reply batches are held as they
-//! came (shared with the reply, not copied, charged to the connections
-//! pool) and indexed when the next find on the connection asks; most lists
-//! are never followed up and are never hashed.
+//! until a query could follow up: a result's reply batches are held as
+//! they came (shared with the reply, not copied, charged to the
+//! connections pool) and indexed when a query on another collection asks;
+//! most lists are never followed up and are never hashed.
 
 use super::budget::short_key;
 use super::command::{Command, Kind, Reply};
@@ -30,7 +34,7 @@ use crate::wire::Message;
 use bson::{RawBsonRef, RawDocument};
 use bytes::Bytes;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -40,8 +44,6 @@ pub const MAX_LEAD_VALUES: usize = 4096;
 const MAX_LEAD_FIELDS: usize = 64;
 /// Follow-up links counted per list, at most.
 pub const MAX_FOLLOW_UPS: usize = 64;
-/// Follow-ups must come this soon after the list's last batch.
-pub const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(2);
 /// Scalars of one array field hashed per document, at most.
 const ARRAY_ELEMENTS: usize = 256;
 /// `$or` branches and `$in` values looked at in a follow-up's filter.
@@ -54,6 +56,10 @@ pub const MAX_HELD_BYTES: usize = 1 << 20;
 pub struct ListRead {
     pub at: Instant,
     pub origin: RequestOrigin,
+    /// Whether it came from a list read (see [`is_list_read`]), which an
+    /// N+1 follows; else from a detail read, whose follow-ups belong to the
+    /// same request but are never per element.
+    pub list: bool,
     pub docs: u64,
     /// (value hash, field index in `fields`, document index), sorted: one
     /// value may sit in several fields and documents (post 3's `_id`, post
@@ -69,48 +75,104 @@ pub struct ListRead {
     held_bytes: usize,
 }
 
-/// A per-element follow-up of a list.
+/// A follow-up of a result: a query whose values came from it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Link {
     /// The follow-up's filter field.
     pub field: String,
     /// The listed documents' field its value came from.
     pub source_field: String,
-    /// Per-element follow-ups with this link after this list so far.
+    /// Follow-ups with this link after this result so far.
     pub count: u64,
+    /// Whether it fetches for one element of the result (an N+1's "+1"),
+    /// not for the result as a whole: not a batch over several elements,
+    /// not a one-to-one split by the same `_id`, and not a value every
+    /// element carries (the request's context, a tenant or owner) unless
+    /// it is asked for again and again.
+    pub per_element: bool,
 }
 
 /// Whether a read is a list read (a find or aggregate that is not a
-/// single-document lookup): what leads an N+1.
+/// detail read): what leads an N+1. Decided by the shape, not by one
+/// reply: a list of one or two items is still a list.
 pub fn is_list_read(cmd: &Command<'_>) -> bool {
     match cmd.kind {
         Kind::Aggregate => true,
-        Kind::Find => !is_single_lookup(cmd),
+        Kind::Find => !is_detail_read(cmd),
         _ => false,
     }
 }
 
-fn is_single_lookup(cmd: &Command<'_>) -> bool {
-    matches!(cmd.limit(), Some(1) | Some(-1))
+/// A detail read: a find of one document by `_id`, or with a limit of
+/// one or two (`findOne`, `find_one`; Spring Data's single-entity
+/// queries ask for two to tell a unique result from a duplicate).
+fn is_detail_read(cmd: &Command<'_>) -> bool {
+    matches!(cmd.limit(), Some(-2..=-1) | Some(1..=2))
         || cmd
             .filter()
             .is_some_and(|f| super::partition::pins_by_equality(f, "_id"))
+}
+
+/// What a follow-up asks for, read once and matched against every result
+/// of the open requests: its namespace and its filter's values, field by
+/// field, hashed.
+pub struct FollowUpQuery<'a> {
+    namespace: &'a str,
+    /// Its shape's hash: a query never follows a result of its own shape.
+    shape: u64,
+    asked: Vec<Asked<'a>>,
+}
+
+impl<'a> FollowUpQuery<'a> {
+    /// The query `cmd` on `namespace` as a follow-up: a find, count,
+    /// distinct, or an aggregate's first `$match`, asking for values that
+    /// could have come from an earlier result (nulls, booleans and empty
+    /// strings never link).
+    pub fn of(cmd: &Command<'a>, namespace: &'a str, shape: u64) -> Option<FollowUpQuery<'a>> {
+        let filter = match cmd.kind {
+            Kind::Find | Kind::Count | Kind::Distinct => cmd.filter()?,
+            Kind::Aggregate => cmd.first_match()?,
+            _ => return None,
+        };
+        FollowUpQuery::of_filter(namespace, shape, filter)
+    }
+
+    /// A query of shape `shape` on `namespace` with `filter`.
+    pub fn of_filter(
+        namespace: &'a str,
+        shape: u64,
+        filter: &'a RawDocument,
+    ) -> Option<FollowUpQuery<'a>> {
+        let asked = asked(filter);
+        (!asked.is_empty()).then_some(FollowUpQuery {
+            namespace,
+            shape,
+            asked,
+        })
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.namespace
+    }
 }
 
 /// What one filter field asks for.
 struct Asked<'a> {
     field: String,
     values: Vec<RawBsonRef<'a>>,
+    /// `values`' hashes, in the same order.
+    hashes: Vec<u64>,
     /// `$in` or `$or`: several values at once (any `$in` is the batched
     /// form, even of one value).
     batched: bool,
 }
 
 impl ListRead {
-    pub fn new(at: Instant, origin: RequestOrigin) -> ListRead {
+    pub fn new(at: Instant, origin: RequestOrigin, list: bool) -> ListRead {
         ListRead {
             at,
             origin,
+            list,
             docs: 0,
             values: Vec::new(),
             fields: Vec::new(),
@@ -166,15 +228,15 @@ impl ListRead {
         self.settle(before);
     }
 
-    /// Bytes it may hold at most (charged while it lives).
-    pub fn max_bytes(origin: &RequestOrigin) -> usize {
+    /// Bytes it holds now (what it is charged while it lives): its
+    /// values, field names, follow-up counts and the replies it holds.
+    pub fn bytes(&self) -> usize {
         std::mem::size_of::<ListRead>()
-            + MAX_LEAD_VALUES * std::mem::size_of::<(u64, u8, u32)>()
-            + MAX_LEAD_FIELDS * (super::budget::MAX_KEY + 24)
-            + MAX_FOLLOW_UPS * (3 * super::budget::MAX_KEY + 80)
-            + origin.pattern.len()
-            + origin.shape.text.len()
-            + origin.namespace.len()
+            + self.values.capacity() * std::mem::size_of::<(u64, u8, u32)>()
+            + self.fields.len() * (super::budget::MAX_KEY + 24)
+            + self.follow_ups.len() * (3 * super::budget::MAX_KEY + 80)
+            + self.held.capacity() * std::mem::size_of::<(Bytes, u32)>()
+            + self.held_bytes
     }
 
     /// Adds a batch of the list's documents (the first, or a getMore's).
@@ -245,9 +307,7 @@ impl ListRead {
     }
 
     fn keep(&mut self, field: &str, v: RawBsonRef<'_>, doc: u32) {
-        if matches!(v, RawBsonRef::Document(_) | RawBsonRef::Array(_))
-            || self.values.len() >= MAX_LEAD_VALUES
-        {
+        if !linkable(v) || self.values.len() >= MAX_LEAD_VALUES {
             return;
         }
         let field = short_key(field);
@@ -263,27 +323,41 @@ impl ListRead {
     }
 
     /// Where a value was in the list: its (hash, field, document) entries.
-    fn sources(&self, v: RawBsonRef<'_>) -> &[(u64, u8, u32)] {
-        let h = value_hash(v);
+    fn sources(&self, h: u64) -> &[(u64, u8, u32)] {
         let start = self.values.partition_point(|e| e.0 < h);
         let end = self.values.partition_point(|e| e.0 <= h);
         &self.values[start..end]
     }
 
-    /// Links a query on `namespace` with `filter` to this list when it is a
-    /// per-element follow-up (see the module docs).
-    pub fn link(&mut self, namespace: &str, filter: &RawDocument) -> Option<Link> {
-        if *namespace == *self.origin.namespace {
+    /// Links `query` to this result when its values came from it (see
+    /// [`Link`] for when the link is per element). A query of the result's
+    /// own shape never follows it; one on its own collection follows it
+    /// by one element's value of another field than `_id` (a post's
+    /// comments counted in the posts container, by the post's `postId` and
+    /// another `type`), never per element.
+    pub fn link(&mut self, query: &FollowUpQuery<'_>) -> Option<Link> {
+        if query.shape == self.origin.shape.hash {
             return None;
         }
+        let same_collection = *query.namespace == *self.origin.namespace;
         self.index_held();
-        let (field, source) = asked(filter)
-            .into_iter()
-            .find_map(|a| self.one_element(&a).map(|s| (a.field, s)))?;
-        let field = short_key(&field).into_owned();
+        let (asked, source, per_element) = query.asked.iter().find_map(|a| {
+            if same_collection && a.field == "_id" {
+                return None;
+            }
+            match self.came_from(a, query.namespace)? {
+                // In its own collection only by one element's value: by a
+                // value every element carries, or a batch, it is the same
+                // data read another way (a tenant's dashboard widgets).
+                (s, Some(false)) if same_collection => Some((a, s, None)),
+                _ if same_collection => None,
+                (s, p) => Some((a, s, p)),
+            }
+        })?;
+        let field = short_key(&asked.field).into_owned();
         let source_field = self.fields[source as usize].clone();
         let key = (
-            short_key(namespace).into_owned(),
+            short_key(query.namespace).into_owned(),
             field.clone(),
             source_field.clone(),
         );
@@ -292,28 +366,47 @@ impl ListRead {
         }
         let count = self.follow_ups.entry(key).or_default();
         *count += 1;
+        let count = *count;
         Some(Link {
             field,
             source_field,
-            count: *count,
+            count,
+            per_element: per_element.is_some_and(|shared| !shared || count > 1),
         })
     }
 
-    /// The source field through which what `a` asks for came from one
-    /// listed element, if any. An equality: any element holding the value.
-    /// A batch: one element must hold every value, and the list must have
+    /// The source field through which what `a` asks for came from this
+    /// result, if any, and whether per element: `Some(false)` when from
+    /// one element, `Some(true)` when from a value every element carries
+    /// (per element only if asked for again), `None` when from several
+    /// elements at once (a batch) or a one-to-one split.
+    ///
+    /// An equality: any element holding the value. A batch (`$in`, `$or`):
+    /// per element when one element holds every value and the list has
     /// several elements with the values not shared between them (with one
     /// element, or one value two posts share, a per-element `$in` and the
-    /// batched fetch of the whole list look the same: not linked). The
-    /// list's own `_id` as another collection's `_id` never links.
-    fn one_element(&self, a: &Asked<'_>) -> Option<u8> {
-        let first = self.sources(*a.values.first()?);
+    /// batched fetch of the whole list look the same); a batch of values
+    /// of several elements follows the result, not one element of it.
+    /// Only references link: a value of reference type (ObjectId, UUID),
+    /// or fields named like one (`_id`, `authorId`, `author_id`, a DBRef's
+    /// `$id`, the follow-up collection's name).
+    #[allow(clippy::type_complexity)]
+    fn came_from(&self, a: &Asked<'_>, namespace: &str) -> Option<(u8, Option<bool>)> {
+        let first = self.sources(*a.hashes.first()?);
         let mut candidates: Vec<u8> = first.iter().map(|e| e.1).collect();
         candidates.sort_unstable();
         candidates.dedup();
-        candidates.into_iter().find(|&source| {
-            if a.field == "_id" && self.fields[source as usize] == "_id" {
-                return false;
+        candidates.into_iter().find_map(|source| {
+            let source_field = &self.fields[source as usize];
+            if !is_reference(&a.field, source_field, a.values[0], namespace) {
+                return None;
+            }
+            // The result's own `_id` as another collection's `_id`: a
+            // one-to-one split when it is an ObjectId or UUID; numbers and
+            // strings 1, 2, 3… of two collections merely coincide.
+            let one_to_one = a.field == "_id" && source_field == "_id";
+            if one_to_one && !is_typed_reference(a.values[0]) {
+                return None;
             }
             let mut docs: Vec<u32> = first
                 .iter()
@@ -321,20 +414,96 @@ impl ListRead {
                 .map(|e| e.2)
                 .collect();
             if !a.batched {
-                return true;
+                let shared = self.docs >= 2 && docs.len() as u64 >= self.docs;
+                return Some((source, (!one_to_one).then_some(shared)));
             }
-            if self.docs < 2 || (a.values.len() == 1 && docs.len() > 1) {
-                return false;
-            }
-            for v in &a.values[1..] {
-                let here = self.sources(*v);
+            let mut all: Vec<u32> = docs.clone();
+            for h in &a.hashes[1..] {
+                let here = self.sources(*h);
                 docs.retain(|d| here.iter().any(|e| e.1 == source && e.2 == *d));
-                if docs.is_empty() {
-                    return false;
+                if !here.iter().any(|e| e.1 == source) {
+                    return None;
                 }
+                all.extend(here.iter().filter(|e| e.1 == source).map(|e| e.2));
             }
-            true
+            // One element holds them all, of a list of several, and the
+            // one value is not several elements'.
+            let one_element = !docs.is_empty() && self.docs >= 2;
+            let shared_one = a.values.len() == 1 && docs.len() > 1;
+            let per_element = one_element && !one_to_one && !shared_one;
+            Some((source, per_element.then_some(false)))
         })
+    }
+}
+
+/// Whether a value can tie a follow-up to a result: not null, a boolean,
+/// an empty string or a min/max key (a missing reference resolved as
+/// `{_id: null}` ties nothing).
+fn linkable(v: RawBsonRef<'_>) -> bool {
+    !matches!(
+        v,
+        RawBsonRef::Document(_)
+            | RawBsonRef::Array(_)
+            | RawBsonRef::Null
+            | RawBsonRef::Undefined
+            | RawBsonRef::Boolean(_)
+            | RawBsonRef::MinKey
+            | RawBsonRef::MaxKey
+            | RawBsonRef::String("")
+    )
+}
+
+/// An ObjectId or a UUID: values two collections never share by chance.
+fn is_typed_reference(value: RawBsonRef<'_>) -> bool {
+    matches!(
+        value,
+        RawBsonRef::ObjectId(_)
+            | RawBsonRef::Binary(bson::RawBinaryRef {
+                subtype: bson::spec::BinarySubtype::Uuid | bson::spec::BinarySubtype::UuidOld,
+                ..
+            })
+    )
+}
+
+/// Whether a follow-up's `field` asking for `value`, taken from the
+/// result's `source` field, is a reference (see [`ListRead::came_from`]):
+/// a value of reference type; a string with either field named like a
+/// reference or the source after the follow-up's collection
+/// (`{_id: post.author}`, `{_id: ticket.event}` on `event`); a number with
+/// both (`{_id: post.authorId}`, `{postId: post._id}`). A number that
+/// happens to equal a listed `_id` (`{level: 2}`) ties nothing.
+fn is_reference(field: &str, source: &str, value: RawBsonRef<'_>, namespace: &str) -> bool {
+    if is_typed_reference(value) {
+        return true;
+    }
+    let collection = namespace
+        .split_once('.')
+        .map_or(namespace, |(_, c)| c)
+        .to_ascii_lowercase();
+    // `authorId`, `author_id`, `tagIds`, `tag_ids`, `_id`, a DBRef's `$id`.
+    let named = |f: &str| {
+        let last = f.rsplit('.').next().unwrap_or(f);
+        let one = last.strip_suffix('s').unwrap_or(last);
+        matches!(last, "_id" | "id" | "$id")
+            || (one.len() > 2
+                && (one.ends_with("Id")
+                    || one.ends_with("ID")
+                    || one.to_ascii_lowercase().ends_with("_id")))
+    };
+    // A listed field named after the follow-up's collection (`event` of
+    // the `event` collection, `author` of `authors`).
+    let names_collection = |f: &str| {
+        let last = f.rsplit('.').next().unwrap_or(f).to_ascii_lowercase();
+        last.len() > 2 && collection.starts_with(&last)
+    };
+    let source_named = named(source) || names_collection(source);
+    match value {
+        // Strings rarely coincide: one side named like a reference will
+        // do (Spring Data's `@DocumentReference User author` stores the
+        // user's id under `author`).
+        RawBsonRef::String(_) => named(field) || source_named,
+        // Numbers do (invoice 2, level 2): both sides.
+        _ => named(field) && source_named,
     }
 }
 
@@ -360,6 +529,7 @@ fn asked(filter: &RawDocument) -> Vec<Asked<'_>> {
                         match by_field.iter_mut().find(|x| x.field == one.field) {
                             Some(x) => {
                                 x.values.append(&mut one.values);
+                                x.hashes.append(&mut one.hashes);
                                 x.batched |= op == "$or";
                             }
                             None => by_field.push(one),
@@ -392,9 +562,12 @@ fn field_asks<'a>(field: &str, v: RawBsonRef<'a>) -> Option<Asked<'a>> {
         RawBsonRef::Array(_) => return None,
         v => (vec![v], false),
     };
+    let values: Vec<RawBsonRef<'a>> = values.into_iter().filter(|v| linkable(*v)).collect();
+    let hashes = values.iter().map(|v| value_hash(*v)).collect();
     (!values.is_empty()).then(|| Asked {
         field: field.to_string(),
         values,
+        hashes,
         batched,
     })
 }
@@ -414,10 +587,16 @@ mod tests {
             namespace: "blog.posts".into(),
             whole: true,
         });
-        let mut l = ListRead::new(Instant::now(), origin);
+        let mut l = ListRead::new(Instant::now(), origin, true);
         let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();
         l.add(Instant::now(), &refs);
         l
+    }
+
+    /// The per-element link `filter` on `namespace` makes, if any.
+    fn per_element(l: &mut ListRead, namespace: &str, filter: &RawDocument) -> Option<Link> {
+        let q = FollowUpQuery::of_filter(namespace, 1, filter)?;
+        l.link(&q).filter(|link| link.per_element)
     }
 
     /// The same list, its replies held (two batches: a find and a
@@ -446,7 +625,7 @@ mod tests {
     fn held_batches_link_like_indexed_ones() {
         let mut l = held_list_read(&posts());
         assert_eq!(l.docs, 2);
-        let a = l.link("blog.users", &rawdoc! {"_id": 100}).unwrap();
+        let a = per_element(&mut l, "blog.users", &rawdoc! {"_id": 100}).unwrap();
         assert_eq!(
             (a.field.as_str(), a.source_field.as_str()),
             ("_id", "authorId")
@@ -455,11 +634,11 @@ mod tests {
         // The batch of every author (values of two documents) is not a
         // follow-up; one post's tags are.
         assert_eq!(
-            l.link("blog.users", &rawdoc! {"_id": {"$in": [100, 101]}}),
+            per_element(&mut l, "blog.users", &rawdoc! {"_id": {"$in": [100, 101]}}),
             None
         );
         assert_eq!(
-            l.link("blog.tags", &rawdoc! {"_id": {"$in": [8, 9]}})
+            per_element(&mut l, "blog.tags", &rawdoc! {"_id": {"$in": [8, 9]}})
                 .unwrap()
                 .source_field,
             "tagIds"
@@ -480,26 +659,25 @@ mod tests {
     fn per_element_follow_ups_link_by_provenance() {
         let mut l = list_read(&posts());
         // The author by reference, the comments by the post's id.
-        let a = l.link("blog.users", &rawdoc! {"_id": 100}).unwrap();
+        let a = per_element(&mut l, "blog.users", &rawdoc! {"_id": 100}).unwrap();
         assert_eq!(
             (a.field.as_str(), a.source_field.as_str(), a.count),
             ("_id", "authorId", 1)
         );
-        let c = l
-            .link("blog.comments", &rawdoc! {"postId": {"$eq": 2}})
-            .unwrap();
+        let c = per_element(&mut l, "blog.comments", &rawdoc! {"postId": {"$eq": 2}}).unwrap();
         assert_eq!(
             (c.field.as_str(), c.source_field.as_str()),
             ("postId", "_id")
         );
         // One post's tags by $in, and a Spring Data-style $or of _ids.
-        let t = l
-            .link("blog.tags", &rawdoc! {"_id": {"$in": [8, 9]}})
-            .unwrap();
+        let t = per_element(&mut l, "blog.tags", &rawdoc! {"_id": {"$in": [8, 9]}}).unwrap();
         assert_eq!(t.source_field, "tagIds");
-        let o = l
-            .link("blog.tags", &rawdoc! {"$or": [{"_id": 7}, {"_id": 8}]})
-            .unwrap();
+        let o = per_element(
+            &mut l,
+            "blog.tags",
+            &rawdoc! {"$or": [{"_id": 7}, {"_id": 8}]},
+        )
+        .unwrap();
         assert_eq!((o.source_field.as_str(), o.count), ("tagIds", 2));
     }
 
@@ -509,7 +687,7 @@ mod tests {
         // populate: every author at once; or the one author two posts
         // share.
         assert_eq!(
-            l.link("blog.users", &rawdoc! {"_id": {"$in": [100, 101]}}),
+            per_element(&mut l, "blog.users", &rawdoc! {"_id": {"$in": [100, 101]}}),
             None
         );
         let mut shared = list_read(&[
@@ -517,22 +695,28 @@ mod tests {
             rawdoc! {"_id": 2, "authorId": 5},
         ]);
         assert_eq!(
-            shared.link("blog.users", &rawdoc! {"_id": {"$in": [5]}}),
+            per_element(&mut shared, "blog.users", &rawdoc! {"_id": {"$in": [5]}}),
             None
         );
         // The list's own _id as another collection's _id (a 1:1 split).
-        assert_eq!(l.link("blog.stats", &rawdoc! {"_id": 1}), None);
+        assert_eq!(per_element(&mut l, "blog.stats", &rawdoc! {"_id": 1}), None);
         // A value the list does not hold; the list's own collection.
-        assert_eq!(l.link("blog.users", &rawdoc! {"_id": 555}), None);
-        assert_eq!(l.link("blog.posts", &rawdoc! {"authorId": 100}), None);
+        assert_eq!(
+            per_element(&mut l, "blog.users", &rawdoc! {"_id": 555}),
+            None
+        );
+        assert_eq!(
+            per_element(&mut l, "blog.posts", &rawdoc! {"authorId": 100}),
+            None
+        );
         // With one listed document, an $in is indistinguishable from a
         // batch: not linked; an equality is.
         let mut one = list_read(&posts()[..1]);
         assert_eq!(
-            one.link("blog.users", &rawdoc! {"_id": {"$in": [100]}}),
+            per_element(&mut one, "blog.users", &rawdoc! {"_id": {"$in": [100]}}),
             None
         );
-        assert!(one.link("blog.users", &rawdoc! {"_id": 100}).is_some());
+        assert!(per_element(&mut one, "blog.users", &rawdoc! {"_id": 100}).is_some());
     }
 
     /// A long cursor's batches, indexed as they come and held then
@@ -577,5 +761,63 @@ mod tests {
         l.add(Instant::now(), &refs);
         assert_eq!(l.values, values, "a full list takes no more values");
         assert_eq!(l.docs, first as u64 + 10, "but counts the documents");
+    }
+
+    /// Provenance needs a reference: nulls and booleans never tie, numbers
+    /// need both fields named like references, strings one, and the list's
+    /// own numeric `_id` never ties to another collection's `_id`.
+    #[test]
+    fn only_references_tie_a_query_to_a_list() {
+        let docs = [
+            rawdoc! {"_id": 1, "author": "ann", "parentId": bson::RawBson::Null, "level": 2, "flag": true},
+            rawdoc! {"_id": 2, "author": "bob", "parentId": bson::RawBson::Null, "level": 3, "flag": false},
+        ];
+        let mut l = list_read(&docs);
+        let link = |l: &mut ListRead, ns: &str, f: bson::RawDocumentBuf| {
+            FollowUpQuery::of_filter(ns, 1, &f).and_then(|q| l.link(&q))
+        };
+        assert_eq!(
+            link(&mut l, "d.posts", rawdoc! {"_id": bson::RawBson::Null}),
+            None
+        );
+        assert_eq!(link(&mut l, "d.flags", rawdoc! {"on": true}), None);
+        assert_eq!(
+            link(&mut l, "d.levels", rawdoc! {"level": 2}),
+            None,
+            "no name"
+        );
+        assert_eq!(
+            link(&mut l, "d.users", rawdoc! {"_id": 2}),
+            None,
+            "ids coincide"
+        );
+        assert_eq!(
+            link(&mut l, "d.users", rawdoc! {"_id": "ann"}).map(|k| k.source_field),
+            Some("author".to_string()),
+            "a string looked up by _id"
+        );
+        assert_eq!(
+            link(&mut l, "d.comments", rawdoc! {"postId": 1}).map(|k| k.source_field),
+            Some("_id".to_string())
+        );
+    }
+
+    /// A value every element carries is the request's context: it ties the
+    /// query to the list, but per element only once asked for again.
+    #[test]
+    fn a_value_every_element_carries_is_per_element_only_when_repeated() {
+        let docs: Vec<_> = (0..5)
+            .map(|i| rawdoc! {"_id": i, "tenantId": "t1", "modelId": "m1"})
+            .collect();
+        let mut l = list_read(&docs);
+        let q = rawdoc! {"_id": "t1"};
+        let first = l
+            .link(&FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap())
+            .unwrap();
+        assert!(!first.per_element, "{first:?}");
+        let again = l
+            .link(&FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap())
+            .unwrap();
+        assert!(again.per_element && again.count == 2, "{again:?}");
     }
 }

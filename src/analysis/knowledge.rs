@@ -23,6 +23,11 @@ use std::time::SystemTime;
 pub struct RequestOrigin {
     pub of_shape: Arc<ShapeFacts>,
     pub partitioning: Option<Partitioning>,
+    /// The request it joined (see `analysis::requests`), once the server
+    /// accepted it: its id, and its name and how it is named when it is
+    /// not this operation's own (a follow-up of another root).
+    pub request: Option<u64>,
+    pub joined: Option<(Arc<str>, NamedBy)>,
 }
 
 /// The facts a request's shape (and comment) decides, the same for every
@@ -47,7 +52,21 @@ impl RequestOrigin {
         RequestOrigin {
             of_shape: Arc::new(of_shape),
             partitioning: None,
+            request: None,
+            joined: None,
         }
+    }
+
+    /// The name of the request it belongs to: its root's pattern.
+    pub fn request_pattern(&self) -> &Arc<str> {
+        self.joined
+            .as_ref()
+            .map_or(&self.of_shape.pattern, |j| &j.0)
+    }
+
+    /// How the request it belongs to is named.
+    pub fn request_named_by(&self) -> NamedBy {
+        self.joined.as_ref().map_or(self.of_shape.named_by, |j| j.1)
     }
 }
 

@@ -26,8 +26,10 @@
 //!    compressor; commands that carry credentials are counted by name only
 //!    (`sensitive`).
 //! 6. **Engine** ([`engine`]): the [`command`] model, pairing with replies,
-//!    [`shape`]s (their ids from [`hash`]), access [`patterns`], namespace
-//!    [`namespaces`], [`partition`] keys and N+1 [`follow_ups`], and the hooks
+//!    [`shape`]s (their ids from [`hash`]), access [`patterns`] and the
+//!    application [`requests`] they are made of (rebuilt from untagged
+//!    traffic by the values [`follow_ups`] link), namespace
+//!    [`namespaces`], [`partition`] keys, and the hooks
 //!    of the rules it was handed ([`rule`], described by the
 //!    [`catalogue`]), whose [`findings`] land in the shared
 //!    [`knowledge::Knowledge`].
@@ -49,6 +51,7 @@ mod panic_hook;
 pub mod partition;
 pub mod patterns;
 mod queue;
+pub mod requests;
 pub mod rule;
 mod sampling;
 mod sensitive;

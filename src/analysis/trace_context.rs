@@ -31,6 +31,21 @@ impl TraceId {
     /// Reads a `traceparent` value: a version other than `ff`, a trace id
     /// that is not all zeros, lowercase hex throughout (W3C Trace Context
     /// §3.2). Fields after the flags (later versions) are allowed.
+    /// The trace id of a `comment` that carries a W3C trace context as
+    /// sqlcommenter-style propagation writes it (`traceparent='00-…'`,
+    /// among other `key='value'` pairs), or is one.
+    pub fn from_comment(comment: &str) -> Option<TraceId> {
+        if let Some(id) = TraceId::from_traceparent(comment.trim()) {
+            return Some(id);
+        }
+        let at = comment.find("traceparent")?;
+        let rest = comment[at + "traceparent".len()..].trim_start();
+        let rest = rest.strip_prefix('=')?.trim_start();
+        let rest = rest.trim_start_matches(['\'', '"']);
+        let end = rest.find(['\'', '"', ',', ' ', '*']).unwrap_or(rest.len());
+        TraceId::from_traceparent(&rest[..end])
+    }
+
     pub fn from_traceparent(value: &str) -> Option<TraceId> {
         let mut fields = value.split('-');
         let (version, trace, parent, flags) = (

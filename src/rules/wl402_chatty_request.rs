@@ -1,14 +1,15 @@
 //! WL402 chatty-request.
 //!
-//! An access pattern named by the application (`comment`) needs 3
-//! or more operations per call on average. The blogging platform of *How
+//! An application request needs 3 or more operations per call on
+//! average: a pattern the application names (`comment`), or a request
+//! rebuilt from the traffic (a root and the operations that take their
+//! values from its results, see `analysis::requests`), named by its root. The blogging platform of *How
 //! to model and partition data on Azure Cosmos DB using a real-world
 //! example*, V1, query Q2, fetches the post, its author's name, its
 //! comment count and its like count: four round trips for one page.
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
-use crate::analysis::patterns::NamedBy;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -44,7 +45,7 @@ impl Rule for ChattyRequest {
     fn on_tick(&mut self, cx: &mut RuleContext<'_>) {
         let mut drafts = Vec::new();
         for (name, p) in cx.patterns.patterns.iter() {
-            if p.named_by != NamedBy::Comment || p.invocations == 0 {
+            if p.invocations == 0 {
                 continue;
             }
             let Some(namespace) = p.namespaces.first() else {

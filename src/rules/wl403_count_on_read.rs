@@ -1,7 +1,9 @@
 //! WL403 count-on-read (the blogging platform's V1 Q2 in
 //! *How to model and partition data on Azure Cosmos DB using a real-world example*).
 //!
-//! Within an access pattern the application names, a count of child
+//! Within one request of the application (an access pattern it names, or
+//! a request rebuilt from the traffic: the count takes its value from a
+//! result of the request, see `analysis::requests`), a count of child
 //! documents by a parent's id (`count`, `countDocuments`' `$group: {$sum:
 //! 1}`, `$count`) issued alongside reads of other data — the count is
 //! computed again on every read instead of kept on write.
@@ -10,7 +12,6 @@ use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::partition::{equality_paths, filters};
-use crate::analysis::patterns::NamedBy;
 use crate::wire::bson_walk::{field, values, Value};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -78,10 +79,6 @@ impl Rule for CountOnRead {
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         if !op.cmd.kind.is_read() {
-            return;
-        }
-        // Only patterns the application names group a read with its counts.
-        if op.named_by != NamedBy::Comment {
             return;
         }
         if !is_count(op) {

@@ -9,7 +9,7 @@
 mod connection;
 mod observe;
 
-use connection::{ConnState, Pending, RoundTrip};
+use connection::{fold_round_trip, ConnState, Pending, RoundTrip};
 use observe::{
     data_namespace, observe_returned, observe_writes, operation_hooks, track_cursor,
     unsupported_here,
@@ -22,8 +22,10 @@ use super::follow_ups;
 use super::knowledge::{Knowledge, RequestOrigin, ShapeFacts};
 use super::partition;
 use super::patterns::{Invocation, NamedBy};
+use super::requests::{self, Operation, Requests};
 use super::rule::{CompletedOp, FollowUp, Hooks, OpView};
-use super::shape::{self, Shape};
+use super::shape;
+use super::trace_context::TraceId;
 use crate::stats::Direction;
 use crate::wire::{self, Message};
 use bytes::Bytes;
@@ -137,18 +139,13 @@ const MAX_PENDING: usize = 1024;
 /// Requests unanswered this long, and connections silent this long with
 /// nothing pending, are forgotten (see `Engine::forget_stale`).
 const STALE: Duration = Duration::from_secs(600);
-/// An invocation with no activity for this long is complete.
-const INVOCATION_IDLE: Duration = Duration::from_millis(500);
-/// Longest `comment` used as a pattern name.
-const MAX_PATTERN_NAME: usize = 80;
+/// Shapes one request name may have; a comment found on more is a tag on
+/// every operation of a service, not a request's name (the blogging
+/// platform's requests have one to four).
+const MAX_SHAPES_PER_NAME: usize = 32;
 /// Shapes (with their comment) whose pattern, shape text and namespace an
 /// engine keeps (see `Engine::origin_of`).
 const MAX_ORIGINS: usize = 2048;
-
-/// A comment cut to a pattern name.
-fn pattern_name_of(comment: &str) -> String {
-    comment.chars().take(MAX_PATTERN_NAME).collect()
-}
 
 /// What an entry of `Engine::origins` holds: its shared strings (charged
 /// whole although the knowledge store holds the same ones).
@@ -172,6 +169,11 @@ pub struct Engine {
     sampling: u8,
     /// Data requests' origins by (shape id, comment hash).
     origins: Lru<(u64, u64), RequestOrigin>,
+    /// Distinct shapes seen per comment (hash), to tell a request's name
+    /// from a tag on every operation of a service.
+    comment_shapes: Lru<u64, usize>,
+    /// The application's requests in progress (see `requests`).
+    requests: Requests,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -185,6 +187,8 @@ impl Engine {
             knowledge,
             live,
             origins: Lru::in_pool(MAX_ORIGINS, pool.clone(), origin_weight),
+            requests: Requests::new(pool.clone()),
+            comment_shapes: Lru::in_pool(MAX_ORIGINS, pool.clone(), budget::fixed),
             pool,
             sampling: 0,
         }
@@ -278,11 +282,25 @@ impl Engine {
     /// seen before costs one walk of its keys, hashing, and no allocation.
     fn origin_of(&mut self, cmd: &Command<'_>) -> Option<RequestOrigin> {
         let comment = cmd.comment().filter(|c| !c.is_empty());
+        let comment_hash = comment.map_or(0, |c| shape::fnv1a(c.as_bytes()));
+        let key = (shape::hash_of_command(cmd), comment_hash);
+        if cmd.kind != Kind::BulkWrite {
+            if let Some(known) = self.origins.get_mut_refreshed(&key) {
+                return Some(known.clone());
+            }
+        }
+        // A comment names the request unless it only carries context (a
+        // trace, the service's name: see `requests::name_of`), or it is
+        // found on more shapes than any request has (the same tag on every
+        // operation of a service).
+        let name = comment
+            .filter(|_| !self.service_tag(comment_hash, key))
+            .and_then(requests::name_of);
         let make = || -> Option<RequestOrigin> {
             let namespace = data_namespace(cmd)?;
             let shape = shape::of_command(cmd);
-            let (pattern, named_by) = match comment {
-                Some(c) => (Arc::from(pattern_name_of(c)), NamedBy::Comment),
+            let (pattern, named_by) = match name {
+                Some(n) => (Arc::from(n), NamedBy::Comment),
                 None => (shape.text.clone(), NamedBy::Shape),
             };
             Some(RequestOrigin::new(ShapeFacts {
@@ -297,15 +315,31 @@ impl Engine {
         if cmd.kind == Kind::BulkWrite {
             return make();
         }
-        let key = (
-            shape::hash_of_command(cmd),
-            comment.map_or(0, |c| shape::fnv1a(c.as_bytes())),
-        );
-        if let Some(known) = self.origins.get_mut_refreshed(&key) {
-            return Some(known.clone());
-        }
         let made = make()?;
         Some(self.origins.get_or_insert_with(&key, || made).clone())
+    }
+
+    /// Whether the comment hashed `comment` is a service-wide tag: seen on
+    /// more shapes than [`MAX_SHAPES_PER_NAME`]. Called once per new
+    /// (shape, comment): it counts the shape, and when the comment crosses
+    /// the line, forgets the origins made with it as a name.
+    fn service_tag(&mut self, comment: u64, key: (u64, u64)) -> bool {
+        let shapes = self.comment_shapes.get_or_insert_with(&comment, || 0);
+        *shapes += 1;
+        let crossed = *shapes == MAX_SHAPES_PER_NAME + 1;
+        let tag = *shapes > MAX_SHAPES_PER_NAME;
+        if crossed {
+            let named: Vec<(u64, u64)> = self
+                .origins
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| k.1 == comment && *k != key)
+                .collect();
+            for k in named {
+                self.origins.remove(&k);
+            }
+        }
+        tag
     }
 
     /// A reply, paired with the request it answers; for a data operation,
@@ -335,16 +369,26 @@ impl Engine {
         let returned = Returned::of(outcome.reply);
         let docs = returned.documents();
         self.complete(&pending, &origin, &outcome, &returned, latency);
-        let state = self.conns.entry(conn).or_default();
-        let batch = returned.cursor.as_ref().map(|_| frame);
-        state.offer_list(&self.pool, at, &pending, &origin, batch, docs);
+        if let (Some(id), Some(_)) = (origin.request, &returned.cursor) {
+            let cmd = pending.request.command();
+            let list = cmd.is_some_and(|c| follow_ups::is_list_read(c));
+            let result = pending.getmore
+                || cmd.is_some_and(|c| {
+                    c.kind == Kind::Find || (c.kind == Kind::Aggregate && origin.whole)
+                });
+            if result {
+                let getmore = pending.getmore;
+                self.requests
+                    .add_result(id, at, &origin, list, getmore, Some(frame), docs);
+            }
+        }
         let trip = RoundTrip {
             latency_micros: latency,
             docs: docs.len() as u64,
             bytes: header.message_length.max(0) as u64,
             errors: outcome.errors,
         };
-        state.fold_round_trip(&self.knowledge, &pending, &origin.pattern, trip);
+        fold_round_trip(&mut self.requests, &self.knowledge, &pending, &origin, trip);
         if more_to_come {
             // Exhaust: the next reply answers this one.
             let next = Pending {
@@ -382,7 +426,7 @@ impl Engine {
         outcome: &Outcome<'_>,
     ) -> bool {
         if !outcome.ok && !unsupported_here(outcome.reply) {
-            self.count_refusal(&origin.pattern, &outcome.errors);
+            self.count_refusal(origin.request_pattern(), &outcome.errors);
             return false;
         }
         if let Some(cmd) = pending.request.command() {
@@ -432,8 +476,8 @@ impl Engine {
                         cmd,
                         namespace: &origin.namespace,
                         shape: &origin.shape,
-                        pattern: &origin.pattern,
-                        named_by: origin.named_by,
+                        pattern: origin.request_pattern(),
+                        named_by: origin.request_named_by(),
                         partitioning: origin.partitioning,
                         follow_up: None,
                     };
@@ -461,17 +505,16 @@ impl Engine {
         conn: u64,
         at: Instant,
         cmd: &Command<'_>,
-        origin: &RequestOrigin,
+        origin: &mut RequestOrigin,
         failed: &[usize],
     ) -> Option<partition::Partitioning> {
-        let (pattern, shape, namespace) = (&origin.pattern, &origin.shape, &origin.namespace);
-        let named_by = origin.named_by;
-        let finished = self.start_operation(conn, pattern, named_by, shape);
-        let follow_up = self.follow_up(conn, at, cmd, namespace, pattern, named_by);
+        let (finished, follow_up) = self.place(conn, at, cmd, origin);
+        let (shape, namespace) = (&origin.shape, &origin.namespace);
+        let (pattern, named_by) = (origin.request_pattern(), origin.request_named_by());
         let (events, partitioning) = {
             let mut k = lock(&self.knowledge);
-            if let Some(inv) = finished {
-                k.patterns.commit(&inv);
+            for inv in &finished {
+                k.patterns.commit(inv);
             }
             k.operations += 1;
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
@@ -503,51 +546,53 @@ impl Engine {
         partitioning
     }
 
-    /// Whether a find fetches, for one element of the last list read on
-    /// this connection, documents by a value taken from it (the "+1" of an
-    /// N+1; see `follow_ups`).
-    fn follow_up(
+    /// Puts an accepted data operation into the application request it
+    /// belongs to (see `requests`), noting it on `origin`. Returns the
+    /// requests that closed to make room, and the N+1 follow-up it is,
+    /// if any: a find fetching, for one element of a list read of the
+    /// request, documents by a value taken from that element.
+    fn place(
         &mut self,
         conn: u64,
         at: Instant,
         cmd: &Command<'_>,
-        namespace: &str,
-        pattern: &str,
-        named_by: NamedBy,
-    ) -> Option<FollowUp> {
-        let state = self.conns.get_mut(&conn)?;
-        state.linked = false;
-        if cmd.kind != Kind::Find {
-            return None;
-        }
-        let entry = state.last_list.as_mut()?;
-        let lead = &mut entry.list;
-        if at.saturating_duration_since(lead.at) > follow_ups::FOLLOW_UP_WINDOW {
-            return None;
-        }
-        // Where the application names its requests, a follow-up belongs to
-        // the same request as the list (the next request's first read is
-        // not a follow-up of the previous request's list).
-        if named_by == NamedBy::Comment && *lead.origin.pattern != *pattern {
-            return None;
-        }
-        let filter = cmd.filter()?;
-        // (A find in the list's own collection never follows it up.)
-        if *entry.list.origin.namespace != *namespace {
-            entry.index_held();
-        }
-        let lead = &mut entry.list;
-        let link = lead.link(namespace, filter)?;
-        state.linked = true;
-        Some(FollowUp {
-            leading_pattern: lead.origin.pattern.to_string(),
-            leading_shape: lead.origin.shape.text.to_string(),
-            leading_namespace: lead.origin.namespace.to_string(),
-            field: link.field,
-            source_field: link.source_field,
-            count: link.count,
-            leading_docs: lead.docs,
-        })
+        origin: &mut RequestOrigin,
+    ) -> (Vec<Invocation>, Option<FollowUp>) {
+        let query = if self.requests.is_empty() {
+            None
+        } else {
+            follow_ups::FollowUpQuery::of(cmd, &origin.namespace, origin.shape.hash)
+        };
+        let trace = cmd
+            .trace_id()
+            .or_else(|| cmd.comment().and_then(TraceId::from_comment));
+        let state = self.conns.entry(conn).or_default();
+        let op = Operation {
+            conn,
+            at,
+            origin,
+            trace,
+            query: query.as_ref(),
+            weight: 1 << self.sampling,
+        };
+        let (placed, finished) = self.requests.place(&op, state.current);
+        state.current = Some(placed.request);
+        origin.request = Some(placed.request);
+        origin.joined =
+            (*placed.pattern != *origin.pattern).then(|| (placed.pattern.clone(), placed.named_by));
+        let follow_up = placed
+            .followed
+            .filter(|f| f.link.per_element && f.leading_list && cmd.kind == Kind::Find)
+            .map(|f| FollowUp {
+                leading_pattern: f.leading.request_pattern().to_string(),
+                leading_shape: f.leading.shape.text.to_string(),
+                leading_namespace: f.leading.namespace.to_string(),
+                field: f.link.field,
+                source_field: f.link.source_field,
+                count: f.link.count,
+                leading_docs: f.leading_docs,
+            });
+        (finished, follow_up)
     }
 
     /// A shardCollection / customAction the server accepted: its key.
@@ -604,50 +649,16 @@ impl Engine {
         }
     }
 
-    /// A new data operation: continue the connection's invocation or start
-    /// a new one. Returns the invocation it ends, for the caller to commit
-    /// under the lock it takes anyway.
-    #[must_use]
-    fn start_operation(
-        &mut self,
-        conn: u64,
-        pattern: &Arc<str>,
-        named_by: NamedBy,
-        shape: &Shape,
-    ) -> Option<Invocation> {
-        let state = self.conns.entry(conn).or_default();
-        let continues = matches!(&state.current, Some(inv)
-            if named_by == NamedBy::Comment && *inv.pattern == **pattern && inv.first_shape != shape.hash);
-        if continues {
-            let inv = state.current.as_mut().expect("checked");
-            inv.round_trips += 1;
-            if inv.shapes.len() < 32 {
-                inv.shapes.push(shape.hash);
-            }
-            return None;
-        }
-        state.current.replace(Invocation {
-            pattern: pattern.clone(),
-            first_shape: shape.hash,
-            round_trips: 1,
-            latency_micros: 0,
-            docs: 0,
-            bytes: 0,
-            shapes: smallvec::smallvec![shape.hash],
-            errors: Vec::new(),
-            weight: 1 << self.sampling,
-        })
-    }
-
-    /// The connection closed: its invocation is complete.
+    /// The connection closed: the requests rooted on it are complete.
     pub fn closed(&mut self, conn: u64) {
         if let Some(state) = self.conns.remove(&conn) {
             let unanswered = state.pending.len() as u64;
-            if unanswered > 0 || state.current.is_some() {
+            let finished = self.requests.close_conn(conn);
+            if unanswered > 0 || !finished.is_empty() {
                 let mut k = lock(&self.knowledge);
                 k.forgotten_requests += unanswered;
-                if let Some(inv) = state.current {
-                    k.patterns.commit(&inv);
+                for inv in &finished {
+                    k.patterns.commit(inv);
                 }
             }
         }
@@ -656,27 +667,16 @@ impl Engine {
     /// Periodic: completes idle invocations, runs the rules' tick hooks.
     pub fn tick(&mut self, now: Instant) {
         self.forget_stale(now);
-        let mut done = Vec::new();
         for state in self.conns.values_mut() {
             state.settle();
-            // A list past its follow-up window holds no replies any more
-            // (a getMore may still extend it, so it is indexed, not dropped).
-            if let Some(lead) = state
-                .last_list
-                .as_mut()
-                .filter(|l| now.saturating_duration_since(l.list.at) > follow_ups::FOLLOW_UP_WINDOW)
-            {
-                lead.index_held();
-            }
-            let idle = state
-                .last_activity
-                .is_none_or(|t| now.saturating_duration_since(t) >= INVOCATION_IDLE);
-            if idle && state.pending.is_empty() {
-                if let Some(inv) = state.current.take() {
-                    done.push(inv);
-                }
-            }
         }
+        // A result past its follow-up window holds no replies any more (a
+        // getMore may still extend it, so it is indexed, not dropped).
+        self.requests.index_stale(now);
+        let conns = &self.conns;
+        let done = self.requests.close_idle(now, |c| {
+            conns.get(&c).is_some_and(|s| !s.pending.is_empty())
+        });
         let events = {
             let mut k = lock(&self.knowledge);
             for inv in &done {
@@ -701,12 +701,10 @@ impl Engine {
             state.retain(|p| !stale(p.at));
             forgotten += (before - state.pending.len()) as u64;
             let idle = state.last_activity.is_none_or(stale);
-            if idle && state.pending.is_empty() {
-                finished.extend(state.current.take());
-                return false;
-            }
-            true
+            !(idle && state.pending.is_empty())
         });
+        let conns = &self.conns;
+        finished.extend(self.requests.close_where_conn(|c| !conns.contains_key(&c)));
         if !finished.is_empty() || forgotten > 0 {
             let mut k = lock(&self.knowledge);
             k.forgotten_requests += forgotten;
@@ -716,11 +714,18 @@ impl Engine {
         }
     }
 
-    /// Completes every invocation (at shutdown, so reports are whole).
+    /// Completes every request (at shutdown, so reports are whole).
     pub fn flush(&mut self) {
         let conns: Vec<u64> = self.conns.keys().copied().collect();
         for conn in conns {
             self.closed(conn);
+        }
+        let finished = self.requests.close_all();
+        if !finished.is_empty() {
+            let mut k = lock(&self.knowledge);
+            for inv in &finished {
+                k.patterns.commit(inv);
+            }
         }
     }
 }

@@ -1,0 +1,546 @@
+//! Requests rebuilt from the traffic: a root operation and the operations
+//! that follow from it, as one call of the application's.
+//!
+//! - Where the application names its operations (`comment`), a request is
+//!   the run of operations with that name on one connection, a new one
+//!   starting when the run's first shape comes round again.
+//! - Operations carrying one trace id (OP_MSG section kind 3, or a W3C
+//!   `traceparent` in the `comment`) are one request, whatever their
+//!   values.
+//! - Otherwise an operation follows a request when its filter's values came
+//!   from *any* earlier result of it ([`follow_ups`]): the list, one of
+//!   its elements' details, a follow-up's own list (post → comments →
+//!   their authors). Counts, distincts and aggregates follow as finds do.
+//!   The connection's own latest request is tried first, then the other
+//!   open ones, newest first: a driver spreads one request's operations
+//!   over its pool's connections (`Promise.all`, goroutines). An
+//!   operation of a request's root shape never joins it (the next call
+//!   has begun), and nothing joins a request whose connection has rooted
+//!   a newer one while the request was on it alone (a connection serving
+//!   one request at a time has moved on: the next visitor's first read
+//!   does not follow the previous page's list). An operation that follows
+//!   nothing is the root of a new request, named by its shape.
+//!
+//! A request is open while it is active: it closes (and is counted on its
+//! pattern, see [`PatternTable::commit`]) once idle for
+//! [`REQUEST_IDLE`] with nothing pending on its connection, when its
+//! connection closes, or when [`MAX_OPEN`] newer requests push it out.
+//! Its results (the documents its reads returned, hashed lazily, see
+//! [`follow_ups`]) are charged to the connections pool while it is open,
+//! at most [`MAX_RESULTS`] of them.
+//!
+//! [`PatternTable::commit`]: super::patterns::PatternTable::commit
+
+use super::budget::{Charge, Pool};
+use super::follow_ups::{FollowUpQuery, Link, ListRead};
+use super::knowledge::RequestOrigin;
+use super::patterns::{Invocation, NamedBy};
+use super::shape::Shape;
+use super::trace_context::TraceId;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest pattern name taken from a `comment`.
+const MAX_NAME: usize = 80;
+
+/// The pattern name an operation's `comment` gives: the comment itself
+/// (cut to 80 characters), or — sqlcommenter-style `key='value'` pairs —
+/// its `route`, `controller#action` or `action`; none when it carries only
+/// a trace context, or the application's, framework's or driver's name
+/// (the same on every operation of a service: no request's name).
+pub fn name_of(comment: &str) -> Option<String> {
+    let cut = |s: &str| s.chars().take(MAX_NAME).collect::<String>();
+    match sqlcommenter_pairs(comment) {
+        Some(pairs) => {
+            let get = |key: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| v.as_str())
+            };
+            if let Some(route) = get("route") {
+                return Some(cut(route));
+            }
+            match (get("controller"), get("action")) {
+                (Some(c), Some(a)) => Some(cut(&format!("{c}#{a}"))),
+                (c, a) => c.or(a).map(cut),
+            }
+        }
+        None if comment.is_empty() || TraceId::from_comment(comment).is_some() => None,
+        None => Some(cut(comment)),
+    }
+}
+
+/// A sqlcommenter comment's pairs, values unquoted and percent-decoded;
+/// none when `comment` is not one.
+fn sqlcommenter_pairs(comment: &str) -> Option<Vec<(&str, String)>> {
+    let mut out = Vec::new();
+    for item in comment.split(',') {
+        let (key, value) = item.trim().split_once('=')?;
+        let value = value.trim().strip_prefix('\'')?.strip_suffix('\'')?;
+        let key_ok = !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !key_ok {
+            return None;
+        }
+        out.push((key, percent_decoded(value)));
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `%2F` → `/` (what sqlcommenter encodes); other text as it is.
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Requests open at once per engine, at most; the oldest closes first.
+pub const MAX_OPEN: usize = 64;
+/// Results kept per request, at most; past it the oldest but the root's
+/// makes room.
+pub const MAX_RESULTS: usize = 8;
+/// Open requests other than the connection's own an operation is matched
+/// against, newest first.
+const MAX_SCAN: usize = 16;
+/// A request idle this long (and nothing pending on its connection) is
+/// complete.
+pub const REQUEST_IDLE: Duration = Duration::from_millis(500);
+/// No operation follows a result older than this, ticks or not.
+pub const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(2);
+/// Operations of a request whose shapes are remembered, in order.
+const MAX_SEQUENCE: usize = 32;
+
+/// One request in progress.
+pub struct Request {
+    pub id: u64,
+    /// The connection of its root.
+    pub conn: u64,
+    trace: Option<TraceId>,
+    named_by: NamedBy,
+    /// Its round trips, latency, documents and shapes so far (its name is
+    /// the pattern).
+    pub invocation: Invocation,
+    /// Its last operation's time.
+    at: Instant,
+    results: Vec<ListRead>,
+    /// What it holds, in bytes (see [`Requests`]'s charge).
+    bytes: usize,
+    /// Whether an operation on another connection joined it (the driver
+    /// spreads it over its pool).
+    spread: bool,
+    /// Whether its connection has rooted a newer request while it was on
+    /// that connection alone: it is over (a connection that serves one
+    /// request at a time has moved on), and nothing joins it any more.
+    superseded: bool,
+}
+
+/// Where an operation went: its request, that request's name, and the
+/// result it follows, if any.
+pub struct Placed {
+    pub request: u64,
+    pub pattern: Arc<str>,
+    pub named_by: NamedBy,
+    pub followed: Option<Followed>,
+}
+
+/// The result an operation follows, and how.
+pub struct Followed {
+    pub link: Link,
+    /// The result's read: its origin, whether a list, documents so far.
+    pub leading: RequestOrigin,
+    pub leading_list: bool,
+    pub leading_docs: u64,
+}
+
+/// What [`Requests::place`] needs of the operation.
+pub struct Operation<'q, 'a> {
+    pub conn: u64,
+    pub at: Instant,
+    pub origin: &'q RequestOrigin,
+    pub trace: Option<TraceId>,
+    /// Its filter's values, when it could follow a result.
+    pub query: Option<&'q FollowUpQuery<'a>>,
+    /// How many calls it stands for (sampling).
+    pub weight: u64,
+}
+
+pub struct Requests {
+    open: VecDeque<Request>,
+    next_id: u64,
+    pool: Arc<Pool>,
+    /// What the open requests hold, in bytes.
+    bytes: usize,
+    /// What they are charged to the connections pool: the most `bytes`
+    /// has come to since the last tick (as pending requests are, see
+    /// `engine::connection`), so that a request in the steady state, one
+    /// closing as the next opens, moves no shared counter.
+    charge: Option<Charge>,
+}
+
+impl Requests {
+    pub fn new(pool: Arc<Pool>) -> Requests {
+        Requests {
+            open: VecDeque::new(),
+            next_id: 1,
+            pool,
+            bytes: 0,
+            charge: None,
+        }
+    }
+
+    /// Open requests.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    fn position(&self, id: u64) -> Option<usize> {
+        // Ids grow with position: a binary search.
+        let i = self.open.partition_point(|r| r.id < id);
+        (self.open.get(i)?.id == id).then_some(i)
+    }
+
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut Request> {
+        let i = self.position(id)?;
+        self.open.get_mut(i)
+    }
+
+    /// Puts an operation the server accepted into its request (see the
+    /// module docs); `current` is its connection's latest request. Returns
+    /// where it went and the requests it closed (to commit).
+    pub fn place(
+        &mut self,
+        op: &Operation<'_, '_>,
+        current: Option<u64>,
+    ) -> (Placed, Vec<Invocation>) {
+        let shape = &op.origin.shape;
+        let joined = match op.origin.named_by {
+            NamedBy::Comment => current.and_then(|id| self.position(id)).filter(|&i| {
+                let inv = &self.open[i].invocation;
+                *inv.pattern == *op.origin.pattern && inv.first_shape != shape.hash
+            }),
+            NamedBy::Shape => match op.trace {
+                Some(t) => self.open.iter().rposition(|r| r.trace == Some(t)),
+                None => None,
+            },
+        };
+        // Which result it follows: in the request it joined, or (untagged,
+        // untraced) in any open request.
+        let mut followed = None;
+        let joined = match (joined, op.query) {
+            (Some(i), Some(q)) => {
+                followed = self.follow(i, q, op.at);
+                Some(i)
+            }
+            (Some(i), None) => Some(i),
+            (None, Some(q)) if op.origin.named_by == NamedBy::Shape && op.trace.is_none() => self
+                .candidates(current, shape)
+                .into_iter()
+                .find_map(|i| self.follow(i, q, op.at).map(|f| (i, f)))
+                .map(|(i, f)| {
+                    followed = Some(f);
+                    i
+                }),
+            (None, _) => None,
+        };
+        let mut closed = Vec::new();
+        let i = match joined {
+            Some(i) => {
+                let r = &mut self.open[i];
+                r.spread |= r.conn != op.conn;
+                r.at = op.at;
+                r.invocation.round_trips += 1;
+                if r.invocation.shapes.len() < MAX_SEQUENCE {
+                    r.invocation.shapes.push(shape.hash);
+                }
+                i
+            }
+            None => {
+                if self.open.len() >= MAX_OPEN {
+                    if let Some(r) = self.open.pop_front() {
+                        self.bytes -= r.bytes;
+                        closed.push(r.invocation);
+                    }
+                }
+                for r in self.open.iter_mut() {
+                    r.superseded |= r.conn == op.conn && !r.spread;
+                }
+                let id = self.next_id;
+                self.next_id += 1;
+                self.open.push_back(Request {
+                    id,
+                    conn: op.conn,
+                    trace: op.trace,
+                    named_by: op.origin.named_by,
+                    invocation: Invocation {
+                        pattern: op.origin.pattern.clone(),
+                        first_shape: shape.hash,
+                        round_trips: 1,
+                        latency_micros: 0,
+                        docs: 0,
+                        bytes: 0,
+                        shapes: smallvec::smallvec![shape.hash],
+                        errors: Vec::new(),
+                        weight: op.weight,
+                    },
+                    at: op.at,
+                    results: Vec::new(),
+                    bytes: std::mem::size_of::<Request>(),
+                    spread: false,
+                    superseded: false,
+                });
+                self.bytes += std::mem::size_of::<Request>();
+                self.charge_most();
+                self.open.len() - 1
+            }
+        };
+        let r = &self.open[i];
+        let placed = Placed {
+            request: r.id,
+            pattern: r.invocation.pattern.clone(),
+            named_by: r.named_by,
+            followed,
+        };
+        (placed, closed)
+    }
+
+    /// The open requests an untagged operation may follow, in the order
+    /// tried: its connection's latest, then the others newest first; never
+    /// one whose root has the operation's shape, nor a named one.
+    fn candidates(&self, current: Option<u64>, shape: &Shape) -> Vec<usize> {
+        let own = current.and_then(|id| self.position(id));
+        let eligible = |r: &Request| {
+            r.named_by == NamedBy::Shape
+                && !r.superseded
+                && r.invocation.first_shape != shape.hash
+                && !r.results.is_empty()
+        };
+        let mut out: Vec<usize> = own
+            .filter(|&i| eligible(&self.open[i]))
+            .into_iter()
+            .collect();
+        out.extend(
+            (0..self.open.len())
+                .rev()
+                .filter(|&i| Some(i) != own && eligible(&self.open[i]))
+                .take(MAX_SCAN),
+        );
+        out
+    }
+
+    /// The result of request `i` that `query` follows, newest first.
+    fn follow(&mut self, i: usize, query: &FollowUpQuery<'_>, at: Instant) -> Option<Followed> {
+        let r = &mut self.open[i];
+        let before = r.bytes;
+        let found = r.results.iter_mut().rev().find_map(|result| {
+            if at.saturating_duration_since(result.at) > FOLLOW_UP_WINDOW {
+                return None;
+            }
+            let link = result.link(query)?;
+            Some(Followed {
+                link,
+                leading: result.origin.clone(),
+                leading_list: result.list,
+                leading_docs: result.docs,
+            })
+        });
+        r.measure();
+        self.bytes = self.bytes - before + self.open[i].bytes;
+        self.charge_most();
+        found
+    }
+
+    /// A read of request `id` returned documents: a new result (a list or a
+    /// detail, `list`), or — a getMore — more of the result its cursor
+    /// started. `reply` is the cursor reply, held unhashed while the pool
+    /// has room.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_result(
+        &mut self,
+        id: u64,
+        at: Instant,
+        origin: &RequestOrigin,
+        list: bool,
+        getmore: bool,
+        reply: Option<&bytes::Bytes>,
+        docs: &[&bson::RawDocument],
+    ) {
+        let full = self.pool.full();
+        let Some(r) = self.get_mut(id) else {
+            return;
+        };
+        let before = r.bytes;
+        let result = if getmore {
+            match r.results.iter_mut().rev().find(|l| {
+                l.origin.shape.hash == origin.shape.hash && l.origin.namespace == origin.namespace
+            }) {
+                Some(l) => l,
+                None => return,
+            }
+        } else {
+            if docs.is_empty() || full {
+                return;
+            }
+            if r.results.len() >= MAX_RESULTS {
+                r.results.remove(1);
+            }
+            r.results.push(ListRead::new(at, origin.clone(), list));
+            r.results.last_mut().expect("pushed")
+        };
+        let held = reply.is_some_and(|b| !full && result.hold(at, b, docs.len()));
+        if !held {
+            result.add(at, docs);
+        }
+        r.measure();
+        let after = r.bytes;
+        self.bytes = self.bytes - before + after;
+        self.charge_most();
+    }
+
+    /// Charges the most the open requests have held since the last tick.
+    fn charge_most(&mut self) {
+        match &mut self.charge {
+            Some(c) if c.bytes() < self.bytes => c.resize(self.bytes),
+            Some(_) => {}
+            None => self.charge = Some(Charge::new(&self.pool, self.bytes)),
+        }
+    }
+
+    /// Charges what the open requests hold now (at a tick), nothing once
+    /// none is open.
+    fn charge_now(&mut self) {
+        if self.open.is_empty() {
+            self.charge = None;
+        } else if let Some(c) = &mut self.charge {
+            if c.bytes() != self.bytes {
+                c.resize(self.bytes);
+            }
+        }
+    }
+
+    /// Closes the requests idle since `REQUEST_IDLE` before `now` whose
+    /// connection has nothing pending (`busy` says which have).
+    pub fn close_idle(&mut self, now: Instant, busy: impl Fn(u64) -> bool) -> Vec<Invocation> {
+        let closed = self
+            .close_where(|r| now.saturating_duration_since(r.at) >= REQUEST_IDLE && !busy(r.conn));
+        self.charge_now();
+        closed
+    }
+
+    /// Closes the requests rooted on `conn` (it closed).
+    pub fn close_conn(&mut self, conn: u64) -> Vec<Invocation> {
+        self.close_where(|r| r.conn == conn)
+    }
+
+    /// Closes the requests rooted on the connections `gone` says are.
+    pub fn close_where_conn(&mut self, gone: impl Fn(u64) -> bool) -> Vec<Invocation> {
+        self.close_where(|r| gone(r.conn))
+    }
+
+    /// Closes every request.
+    pub fn close_all(&mut self) -> Vec<Invocation> {
+        self.bytes = 0;
+        self.charge = None;
+        self.open.drain(..).map(|r| r.invocation).collect()
+    }
+
+    fn close_where(&mut self, mut done: impl FnMut(&Request) -> bool) -> Vec<Invocation> {
+        if !self.open.iter().any(&mut done) {
+            return Vec::new();
+        }
+        let mut closed = Vec::new();
+        let mut open = VecDeque::with_capacity(self.open.len());
+        for r in self.open.drain(..) {
+            if done(&r) {
+                self.bytes -= r.bytes;
+                closed.push(r.invocation);
+            } else {
+                open.push_back(r);
+            }
+        }
+        self.open = open;
+        closed
+    }
+
+    /// Hashes the replies held by results past the follow-up window (a
+    /// getMore may still extend them) and gives their bytes back.
+    pub fn index_stale(&mut self, now: Instant) {
+        for r in self.open.iter_mut() {
+            let mut changed = false;
+            for l in r.results.iter_mut() {
+                if l.held_bytes() > 0 && now.saturating_duration_since(l.at) > FOLLOW_UP_WINDOW {
+                    l.index_held();
+                    changed = true;
+                }
+            }
+            if changed {
+                let before = r.bytes;
+                r.measure();
+                self.bytes = self.bytes - before + r.bytes;
+            }
+        }
+    }
+}
+
+impl Request {
+    /// Measures what its results hold now.
+    fn measure(&mut self) {
+        self.bytes = std::mem::size_of::<Request>()
+            + self.results.iter().map(ListRead::bytes).sum::<usize>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_of;
+
+    /// A free-text comment is the name; a sqlcommenter one gives its
+    /// route or controller#action, or nothing when it only says which
+    /// application, framework or trace.
+    #[test]
+    fn comments_name_requests_unless_they_carry_only_context() {
+        assert_eq!(name_of("Q2").as_deref(), Some("Q2"));
+        assert_eq!(
+            name_of("route='%2Fposts%2F%3Aid',traceparent='00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'").as_deref(),
+            Some("/posts/:id")
+        );
+        assert_eq!(
+            name_of("controller='posts', action='show', framework='rails'").as_deref(),
+            Some("posts#show")
+        );
+        for context in [
+            "traceparent='00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "application='billing',db_driver='pymongo'",
+            "",
+        ] {
+            assert_eq!(name_of(context), None, "{context}");
+        }
+        assert_eq!(name_of(&"x".repeat(200)).map(|n| n.len()), Some(80));
+    }
+}
