@@ -2,7 +2,8 @@
 //! playwright-core (`tests/drivers/node/dashboard.js`), against a live
 //! wirelint with its admin token set, in front of FerretDB, with Node
 //! driver traffic that raises findings. The page asks for the token, shows
-//! the N+1 and the ⚠ on its pattern, then shows a new finding on its own
+//! the N+1, the ⚠ on its pattern and the request's follow-ups (rebuilt
+//! from untagged traffic), then shows a new finding on its own
 //! refresh; no request leaves wirelint. Screenshots are kept in
 //! `target/screenshots/` for the docs.
 
@@ -57,6 +58,12 @@ async fn the_dashboard_shows_findings_and_updates_in_a_browser() {
     );
     assert!(
         seen["large_document"].as_str().unwrap().contains("WL103"),
+        "{seen}"
+    );
+    // The list request shows its five lookups of users.
+    assert!(
+        seen["follow_ups"].as_str().unwrap().contains("5 × find ")
+            && seen["follow_ups"].as_str().unwrap().contains(".users"),
         "{seen}"
     );
     // What the page showed is what wirelint found.

@@ -199,6 +199,7 @@ fn merge_pattern(into: &mut PatternReport, from: &PatternReport) {
     union(&mut into.shapes, &from.shapes, usize::MAX);
     if into.sequence.is_empty() {
         into.sequence = from.sequence.clone();
+        into.follow_ups = from.follow_ups.clone();
     }
     let both_measured = (into.invocations == 0 || !into.latency_histogram.is_empty())
         && (from.invocations == 0 || !from.latency_histogram.is_empty());
@@ -313,6 +314,7 @@ mod tests {
             namespaces: vec!["db.c".into()],
             shapes: vec!["a".into()],
             sequence: vec!["a".into()],
+            follow_ups: Vec::new(),
             invocations,
             estimated_invocations: invocations,
             analysed_share: 1.0,

@@ -13,8 +13,9 @@ pub mod merge;
 pub mod sarif;
 pub mod table;
 
+use crate::analysis::budget::Lru;
 use crate::analysis::knowledge::Knowledge;
-use crate::analysis::patterns::{NamedBy, Partitions};
+use crate::analysis::patterns::{NamedBy, Partitions, ShapeInfo};
 use crate::rules::{Finding, Severity};
 use crate::stats::StatsSnapshot;
 use serde::{Deserialize, Serialize};
@@ -111,6 +112,11 @@ pub struct PatternReport {
     pub shapes: Vec<String>,
     /// The shapes of one invocation, in order.
     pub sequence: Vec<String>,
+    /// What one call does after its first operation (a request's
+    /// follow-ups), from `sequence`: each command and namespace with how
+    /// many times, in the order first seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<FollowUpStep>,
     pub invocations: u64,
     /// Calls estimated with those of connections left out by sampling
     /// (equal to `invocations` when nothing was sampled out).
@@ -141,6 +147,33 @@ pub struct PatternReport {
     /// carried one (drivers with OpenTelemetry on send it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_trace_id: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FollowUpStep {
+    pub command: String,
+    pub namespace: String,
+    /// Operations of one call with this command and namespace.
+    pub count: u64,
+}
+
+/// The steps after the first of a call whose shapes are `sequence`.
+fn follow_up_steps(sequence: &[u64], shapes: &Lru<u64, ShapeInfo>) -> Vec<FollowUpStep> {
+    let mut steps: Vec<FollowUpStep> = Vec::new();
+    for info in sequence.iter().skip(1).filter_map(|h| shapes.get(h)) {
+        match steps
+            .iter_mut()
+            .find(|s| s.command == info.command && s.namespace == info.namespace)
+        {
+            Some(s) => s.count += 1,
+            None => steps.push(FollowUpStep {
+                command: info.command.clone(),
+                namespace: info.namespace.clone(),
+                count: 1,
+            }),
+        }
+    }
+    steps
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -220,9 +253,12 @@ impl PatternReport {
 /// and its verdict: ⚠ when one of them is a warning or an error.
 fn link(patterns: &mut [PatternReport], findings: &[Finding]) {
     for p in patterns {
+        // Findings keep long names (a request named by a long shape) cut
+        // as every key is.
+        let name = crate::analysis::budget::short_key(&p.name);
         let linked: Vec<&Finding> = findings
             .iter()
-            .filter(|f| f.patterns.contains(&p.name))
+            .filter(|f| f.patterns.iter().any(|n| *n == name))
             .collect();
         let warn = linked.iter().any(|f| f.severity >= Severity::Warning);
         p.findings = linked.iter().map(|f| f.key()).collect();
@@ -301,6 +337,7 @@ impl Report {
                 namespaces: p.namespaces.clone(),
                 shapes: p.shapes.iter().map(id).collect(),
                 sequence: p.sequence.iter().map(id).collect(),
+                follow_ups: follow_up_steps(&p.sequence, &knowledge.patterns.shapes),
                 invocations: p.invocations,
                 estimated_invocations: p.estimated_invocations,
                 analysed_share: 1.0,

@@ -50,6 +50,25 @@ fn short(name: &str, width: usize) -> String {
 
 struct Row {
     cells: [String; 8],
+    /// A request's follow-ups, one call's (see [`follow_ups`]).
+    follows: Option<String>,
+}
+
+/// What one call of a request does after its root: "then 5 × find
+/// rq_board.users, 5 × aggregate rq_board.comments". None for a request
+/// of one operation.
+fn follow_ups(p: &PatternReport) -> Option<String> {
+    (!p.follow_ups.is_empty()).then(|| {
+        let parts: Vec<String> = p
+            .follow_ups
+            .iter()
+            .map(|s| match s.count {
+                1 => format!("{} {}", s.command, s.namespace),
+                n => format!("{n} × {} {}", s.command, s.namespace),
+            })
+            .collect();
+        format!("then {}", parts.join(", "))
+    })
 }
 
 fn rows(report: &Report, width: usize) -> Vec<Row> {
@@ -70,6 +89,7 @@ fn rows(report: &Report, width: usize) -> Vec<Row> {
                 p.partitions.label().to_string(),
                 verdict(p, report),
             ],
+            follows: follow_ups(p),
         })
         .collect()
 }
@@ -143,6 +163,9 @@ pub fn text(report: &Report) -> String {
     let _ = writeln!(out, "{}", line(&headers));
     for r in &rows {
         let _ = writeln!(out, "{}", line(&r.cells));
+        if let Some(follows) = &r.follows {
+            let _ = writeln!(out, "    ↳ {follows}");
+        }
     }
     if rows.is_empty() {
         let _ = writeln!(out, "  (no data operations seen)");
@@ -202,7 +225,11 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|---|---|");
     for r in rows(report, usize::MAX) {
         let mut cells = r.cells.clone();
-        cells[0] = format!("`{}`", cells[0].replace('|', "\\|").replace('`', "'"));
+        let code = |s: &str| format!("`{}`", s.replace('|', "\\|").replace('`', "'"));
+        cells[0] = match &r.follows {
+            Some(f) => format!("{}<br>↳ {}", code(&cells[0]), code(f)),
+            None => code(&cells[0]),
+        };
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     let _ = writeln!(

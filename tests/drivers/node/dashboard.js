@@ -75,6 +75,11 @@ async function main(url, uri, token, shots) {
     check((await warned.count()) >= 1, 'a pattern marked ⚠');
     seen.warned_pattern = await warned.first().innerText();
     check(/WL401/.test(seen.warned_pattern), '⚠ names WL401');
+    // The page's request, rebuilt from the untagged traffic: the posts
+    // list, then one users lookup per post.
+    const request = page.locator('tr[data-pattern] .follow-ups');
+    check((await request.count()) >= 1, 'a request with its follow-ups');
+    seen.follow_ups = await request.first().innerText();
     seen.patterns = await page.locator('tr[data-pattern]').count();
     seen.analysed = await page.locator('[data-counter="analysed"] b').innerText();
     check(seen.analysed === '100 %', 'every message analysed, not ' + seen.analysed);
