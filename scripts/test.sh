@@ -68,9 +68,10 @@ trap 'summary $?' EXIT
 step "FerretDB" "(built once, kept in $CACHE)"
 scripts/ferretdb.sh install >/dev/null
 
-step "pymongo and MongoEngine"
-if ! python3 -c 'import pymongo, mongoengine' 2>/dev/null; then
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet -r tests/drivers/python/requirements.txt
+step "pymongo, MongoEngine and Beanie"
+if ! python3 -c 'import pymongo, mongoengine, beanie' 2>/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet -r tests/drivers/python/requirements.txt \
+    -r fixtures/requests/requirements.txt
 fi
 
 step "Node driver, Mongoose, mongosh and playwright-core" "(npm; kept in $CACHE by the lock file's hash)"

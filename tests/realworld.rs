@@ -8,6 +8,13 @@
 //! own wirelint against FerretDB; the test prints precision and recall over
 //! the corpus, then fails on any difference.
 //!
+//! `fixtures/requests/` holds applications of the same layout that name no
+//! operation (no `comment`): their requests must be rebuilt from the
+//! traffic. Every application that does name its operations also runs
+//! untagged — `comment` taken out on the client side, by the driver
+//! hooks of `tests/untagged/` — and must give the same (rule, namespace,
+//! severity) findings as its tagged run.
+//!
 //! `WIRELINT_REALWORLD=name` runs one application.
 
 mod common;
@@ -25,16 +32,48 @@ struct Outcome {
 }
 
 fn applications() -> Vec<PathBuf> {
-    let root = common::manifest_dir().join("fixtures/realworld");
     let only = std::env::var("WIRELINT_REALWORLD").ok();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
+    let mut dirs: Vec<PathBuf> = ["fixtures/realworld", "fixtures/requests"]
+        .iter()
+        .flat_map(|root| std::fs::read_dir(common::manifest_dir().join(root)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
         .filter(|p| only.as_deref().is_none_or(|o| p.ends_with(o)))
         .collect();
-    dirs.sort();
+    dirs.sort_by_key(|d| d.file_name().map(|n| n.to_owned()));
     dirs
+}
+
+/// Whether the application in `dir` names operations (`comment`), so
+/// that its untagged run differs from its tagged one. (A Python or Node
+/// application; the Go and Java ones name nothing.)
+fn names_operations(dir: &Path) -> bool {
+    ["app.py", "app.js"].iter().any(|f| {
+        std::fs::read_to_string(dir.join(f))
+            .is_ok_and(|s| s.contains("comment=") || s.contains("comment:"))
+    })
+}
+
+/// `command` made to send no `comment`: the driver hooks of
+/// `tests/untagged/` (a `sitecustomize` for pymongo, a `--require` for
+/// the Node driver) take it out of every command before it is encoded.
+fn untagged(mut command: Command) -> Command {
+    let hooks = common::manifest_dir().join("tests/untagged");
+    command.env("PYTHONPATH", &hooks).env(
+        "NODE_OPTIONS",
+        format!("--require {}", hooks.join("untagged.js").display()),
+    );
+    command
+}
+
+/// The (rule, namespace, severity) of each finding.
+fn judged(
+    findings: &[wirelint::analysis::findings::Finding],
+) -> std::collections::BTreeSet<String> {
+    findings
+        .iter()
+        .map(|f| format!("{} {} {:?}", f.rule, f.namespace, f.severity))
+        .collect()
 }
 
 /// The command that runs the application in `dir` against `uri`.
@@ -80,20 +119,37 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
             .partition_keys(&config_path.display().to_string())
             .unwrap();
     }
-    let proxy = common::proxy_with(settings).await;
+    let proxy = common::proxy_with(settings.clone()).await;
     common::expected::run_workload(&name, app_command(dir, &proxy.connection_string())).await;
     let report = proxy.report();
     proxy.shutdown().await;
     let expected = common::expected::load(&dir.join("expected.json"));
     let comparison = common::expected::compare(&expected, &report.findings);
+    let mut failure = (!comparison.is_exact()).then(|| {
+        format!(
+            "{name}:\n{}\n\n{}",
+            comparison.describe(),
+            wirelint::report::table::text(&report)
+        )
+    });
+    if names_operations(dir) {
+        let proxy = common::proxy_with(settings).await;
+        let command = untagged(app_command(dir, &proxy.connection_string()));
+        common::expected::run_workload(&name, command).await;
+        let untagged_report = proxy.report();
+        proxy.shutdown().await;
+        let (tagged, untagged) = (judged(&report.findings), judged(&untagged_report.findings));
+        if tagged != untagged {
+            failure.get_or_insert_with(String::new).push_str(&format!(
+                "\n{name}, untagged: only tagged {:?}, only untagged {:?}\n\n{}",
+                tagged.difference(&untagged).collect::<Vec<_>>(),
+                untagged.difference(&tagged).collect::<Vec<_>>(),
+                wirelint::report::table::text(&untagged_report)
+            ));
+        }
+    }
     Outcome {
-        failure: (!comparison.is_exact()).then(|| {
-            format!(
-                "{name}:\n{}\n\n{}",
-                comparison.describe(),
-                wirelint::report::table::text(&report)
-            )
-        }),
+        failure,
         name,
         expected: expected.len(),
         found: comparison.found,
