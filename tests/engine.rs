@@ -1261,3 +1261,63 @@ fn a_comment_on_every_operation_of_a_service_names_no_request() {
         .count();
     assert_eq!(by_shape, 40, "{:?}", run.patterns);
 }
+
+/// A list page that fetches what its rows reference with one `$in` per
+/// collection (`populate`, `select_related`) makes 3 round trips per call
+/// and is not chatty: the batches are WL401's fix. The same page looking
+/// up each row's author is.
+#[test]
+fn batched_fetches_for_a_list_are_not_chatty() {
+    let page = |batched: bool| -> Vec<Op> {
+        let mut ops = Vec::new();
+        for p in 0..4 {
+            let posts: Vec<_> = (0..5)
+                .map(|i| rawdoc! {"_id": p * 10 + i, "title": "t", "authorId": format!("u{i}"), "tagIds": [format!("t{i}"), format!("t{}", i + 1)]})
+                .collect();
+            ops.push((
+                1,
+                rawdoc! {"find": "posts", "filter": {"blog": p}, "$db": "d"},
+                posts.clone(),
+            ));
+            if batched {
+                let (mut authors, mut tags) = (bson::RawArrayBuf::new(), bson::RawArrayBuf::new());
+                for post in &posts {
+                    authors.push(post.get_str("authorId").unwrap());
+                    for t in post.get_array("tagIds").unwrap() {
+                        tags.push(t.unwrap().as_str().unwrap());
+                    }
+                }
+                ops.push((
+                    1,
+                    rawdoc! {"find": "users", "filter": {"_id": {"$in": authors}}, "$db": "d"},
+                    vec![rawdoc! {"_id": "u0"}],
+                ));
+                ops.push((
+                    1,
+                    rawdoc! {"find": "tags", "filter": {"_id": {"$in": tags}}, "$db": "d"},
+                    vec![rawdoc! {"_id": "t0"}],
+                ));
+            } else {
+                for post in &posts {
+                    let author = post.get_str("authorId").unwrap();
+                    ops.push((1, rawdoc! {"find": "users", "filter": {"_id": author}, "limit": 1, "$db": "d"}, vec![rawdoc! {"_id": author}]));
+                }
+            }
+        }
+        ops
+    };
+    let batched = run_ops(page(true));
+    assert_eq!(
+        batched.patterns,
+        vec![("find d.posts {blog: ?int}".to_string(), 4, 12)],
+        "one request of three operations per page"
+    );
+    assert_eq!(batched.rules, vec![], "{:?}", batched.patterns);
+    let looped = run_ops(page(false));
+    assert!(
+        looped.rules.contains(&("WL402".into(), "d.posts".into()))
+            && looped.rules.contains(&("WL401".into(), "d.users".into())),
+        "{:?}",
+        looped.rules
+    );
+}

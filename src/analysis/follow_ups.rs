@@ -90,6 +90,9 @@ pub struct Link {
     /// element carries (the request's context, a tenant or owner) unless
     /// it is asked for again and again.
     pub per_element: bool,
+    /// Whether it fetches for the result as a whole in one query (an `$in`
+    /// of several elements' values: the batched fetch, WL401's fix).
+    pub batch: bool,
 }
 
 /// Whether a read is a list read (a find or aggregate that is not a
@@ -367,11 +370,13 @@ impl ListRead {
         let count = self.follow_ups.entry(key).or_default();
         *count += 1;
         let count = *count;
+        let per_element = per_element.is_some_and(|shared| !shared || count > 1);
         Some(Link {
             field,
             source_field,
             count,
-            per_element: per_element.is_some_and(|shared| !shared || count > 1),
+            per_element,
+            batch: asked.batched && !per_element,
         })
     }
 

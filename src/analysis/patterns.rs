@@ -71,6 +71,9 @@ pub struct PatternStats {
     pub round_trips: u64,
     /// Operations issued by the application (round trips less getMores).
     pub operations: u64,
+    /// Of those, batched fetches for a whole result (see
+    /// [`Invocation::batches`]).
+    pub batches: u64,
     /// Microseconds per invocation.
     pub latency: Histogram<u64>,
     pub docs_returned: u64,
@@ -126,6 +129,7 @@ impl PatternStats {
             estimated_invocations: 0,
             round_trips: 0,
             operations: 0,
+            batches: 0,
             latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
                 .expect("valid histogram bounds"),
             docs_returned: 0,
@@ -178,6 +182,9 @@ pub struct Invocation {
     pub bytes: u64,
     /// The shapes of its operations, in order (most invocations have one).
     pub shapes: SmallVec<[u64; 4]>,
+    /// Its operations that fetched for a whole result in one batch (an
+    /// `$in` of a list's references: what WL401 advises).
+    pub batches: u64,
     pub errors: Vec<i32>,
     /// How many calls this one stands for: 2^level when it was seen while
     /// the analysis sampled one connection in 2^level.
@@ -260,6 +267,7 @@ impl PatternTable {
         stats.estimated_invocations += inv.weight.max(1);
         stats.round_trips += inv.round_trips;
         stats.operations += inv.shapes.len() as u64;
+        stats.batches += inv.batches;
         stats.docs_returned += inv.docs;
         stats.bytes_returned += inv.bytes;
         let _ = stats.latency.record(inv.latency_micros.max(1));

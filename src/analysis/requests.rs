@@ -274,6 +274,9 @@ impl Requests {
                 let r = &mut self.open[i];
                 r.spread |= r.conn != op.conn;
                 r.at = op.at;
+                if followed.as_ref().is_some_and(|f| f.link.batch) {
+                    r.invocation.batches += 1;
+                }
                 r.invocation.round_trips += 1;
                 if r.invocation.shapes.len() < MAX_SEQUENCE {
                     r.invocation.shapes.push(shape.hash);
@@ -305,6 +308,7 @@ impl Requests {
                         docs: 0,
                         bytes: 0,
                         shapes: smallvec::smallvec![shape.hash],
+                        batches: 0,
                         errors: Vec::new(),
                         weight: op.weight,
                     },
