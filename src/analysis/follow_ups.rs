@@ -591,6 +591,7 @@ mod tests {
             shape: Shape::new("find blog.posts {}".into()),
             namespace: "blog.posts".into(),
             whole: true,
+            list: true,
         });
         let mut l = ListRead::new(Instant::now(), origin, true);
         let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();

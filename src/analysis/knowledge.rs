@@ -45,6 +45,9 @@ pub struct ShapeFacts {
     /// documents: a find or findAndModify without projection, a pipeline
     /// that only filters, sorts and cuts.
     pub whole: bool,
+    /// Whether it is a list read, which an N+1 follows (see
+    /// `follow_ups::is_list_read`), not a detail read.
+    pub list: bool,
 }
 
 impl RequestOrigin {

@@ -15,16 +15,17 @@
 //!   open ones, newest first: a driver spreads one request's operations
 //!   over its pool's connections (`Promise.all`, goroutines). An
 //!   operation of a request's root shape never joins it (the next call
-//!   has begun), and nothing joins a request whose connection has rooted
-//!   a newer one while the request was on it alone (a connection serving
-//!   one request at a time has moved on: the next visitor's first read
-//!   does not follow the previous page's list). An operation that follows
-//!   nothing is the root of a new request, named by its shape.
+//!   has begun). An operation that follows nothing is the root of a new
+//!   request, named by its shape.
 //!
 //! A request is open while it is active: it closes (and is counted on its
-//! pattern, see [`PatternTable::commit`]) once idle for
-//! [`REQUEST_IDLE`] with nothing pending on its connection, when its
-//! connection closes, or when [`MAX_OPEN`] newer requests push it out.
+//! pattern, see [`PatternTable::commit`]) when its connection roots a new
+//! one while it had run on that connection alone (a connection serving
+//! one request at a time has moved on: the next visitor's first read does
+//! not follow the previous page's list; a request a driver spreads over
+//! its pool stays open), once idle for [`REQUEST_IDLE`] with nothing
+//! pending on its connection, when its connection closes, or when
+//! [`MAX_OPEN`] newer requests push it out.
 //! Its results (the documents its reads returned, hashed lazily, see
 //! [`follow_ups`]) are charged to the connections pool while it is open,
 //! at most [`MAX_RESULTS`] of them.
@@ -150,11 +151,11 @@ pub struct Request {
     /// Whether an operation on another connection joined it (the driver
     /// spreads it over its pool).
     spread: bool,
-    /// Whether its connection has rooted a newer request while it was on
-    /// that connection alone: it is over (a connection that serves one
-    /// request at a time has moved on), and nothing joins it any more.
-    superseded: bool,
 }
+
+/// Requests an operation closed (most often one: the connection's
+/// previous).
+pub type Closed = smallvec::SmallVec<[Invocation; 1]>;
 
 /// Where an operation went: its request, that request's name, and the
 /// result it follows, if any.
@@ -175,13 +176,11 @@ pub struct Followed {
 }
 
 /// What [`Requests::place`] needs of the operation.
-pub struct Operation<'q, 'a> {
+pub struct Operation<'q> {
     pub conn: u64,
     pub at: Instant,
     pub origin: &'q RequestOrigin,
     pub trace: Option<TraceId>,
-    /// Its filter's values, when it could follow a result.
-    pub query: Option<&'q FollowUpQuery<'a>>,
     /// How many calls it stands for (sampling).
     pub weight: u64,
 }
@@ -233,11 +232,15 @@ impl Requests {
     /// Puts an operation the server accepted into its request (see the
     /// module docs); `current` is its connection's latest request. Returns
     /// where it went and the requests it closed (to commit).
-    pub fn place(
+    /// `query` reads the operation's filter values; it is called only when
+    /// some open request could be followed (most operations of a busy
+    /// connection are roots of a shape seen before, and read nothing).
+    pub fn place<'a>(
         &mut self,
-        op: &Operation<'_, '_>,
+        op: &Operation<'_>,
         current: Option<u64>,
-    ) -> (Placed, Vec<Invocation>) {
+        query: impl FnOnce() -> Option<FollowUpQuery<'a>>,
+    ) -> (Placed, Closed) {
         let shape = &op.origin.shape;
         let joined = match op.origin.named_by {
             NamedBy::Comment => current.and_then(|id| self.position(id)).filter(|&i| {
@@ -252,23 +255,24 @@ impl Requests {
         // Which result it follows: in the request it joined, or (untagged,
         // untraced) in any open request.
         let mut followed = None;
-        let joined = match (joined, op.query) {
-            (Some(i), Some(q)) => {
-                followed = self.follow(i, q, op.at);
+        let joined = match joined {
+            Some(i) => {
+                if !self.open[i].results.is_empty() {
+                    if let Some(q) = query() {
+                        followed = self.follow(i, &q, op.at);
+                    }
+                }
                 Some(i)
             }
-            (Some(i), None) => Some(i),
-            (None, Some(q)) if op.origin.named_by == NamedBy::Shape && op.trace.is_none() => self
-                .candidates(current, shape)
-                .into_iter()
-                .find_map(|i| self.follow(i, q, op.at).map(|f| (i, f)))
-                .map(|(i, f)| {
+            None if op.origin.named_by == NamedBy::Shape && op.trace.is_none() => {
+                self.follow_any(current, shape, op.at, query).map(|(i, f)| {
                     followed = Some(f);
                     i
-                }),
-            (None, _) => None,
+                })
+            }
+            None => None,
         };
-        let mut closed = Vec::new();
+        let mut closed = Closed::new();
         let i = match joined {
             Some(i) => {
                 let r = &mut self.open[i];
@@ -290,8 +294,17 @@ impl Requests {
                         closed.push(r.invocation);
                     }
                 }
-                for r in self.open.iter_mut() {
-                    r.superseded |= r.conn == op.conn && !r.spread;
+                // Its connection has moved on: the requests it ran alone
+                // are over (most often the one just before, at the back).
+                let mut i = self.open.len();
+                while i > 0 {
+                    i -= 1;
+                    if self.open[i].conn == op.conn && !self.open[i].spread {
+                        if let Some(r) = self.open.remove(i) {
+                            self.bytes -= r.bytes;
+                            closed.push(r.invocation);
+                        }
+                    }
                 }
                 let id = self.next_id;
                 self.next_id += 1;
@@ -316,7 +329,6 @@ impl Requests {
                     results: Vec::new(),
                     bytes: std::mem::size_of::<Request>(),
                     spread: false,
-                    superseded: false,
                 });
                 self.bytes += std::mem::size_of::<Request>();
                 self.charge_most();
@@ -333,28 +345,39 @@ impl Requests {
         (placed, closed)
     }
 
-    /// The open requests an untagged operation may follow, in the order
-    /// tried: its connection's latest, then the others newest first; never
-    /// one whose root has the operation's shape, nor a named one.
-    fn candidates(&self, current: Option<u64>, shape: &Shape) -> Vec<usize> {
-        let own = current.and_then(|id| self.position(id));
-        let eligible = |r: &Request| {
-            r.named_by == NamedBy::Shape
-                && !r.superseded
-                && r.invocation.first_shape != shape.hash
-                && !r.results.is_empty()
-        };
-        let mut out: Vec<usize> = own
-            .filter(|&i| eligible(&self.open[i]))
+    /// Whether an untagged operation of shape `shape` may follow request
+    /// `r`: an unnamed request with results whose root has another shape.
+    fn eligible(r: &Request, shape: &Shape) -> bool {
+        r.named_by == NamedBy::Shape
+            && r.invocation.first_shape != shape.hash
+            && !r.results.is_empty()
+    }
+
+    /// The open request (and its result) an untagged operation follows,
+    /// trying its connection's latest request first, then the others
+    /// newest first (at most [`MAX_SCAN`]); `query` is read once, at the
+    /// first request it may follow.
+    fn follow_any<'a>(
+        &mut self,
+        current: Option<u64>,
+        shape: &Shape,
+        at: Instant,
+        query: impl FnOnce() -> Option<FollowUpQuery<'a>>,
+    ) -> Option<(usize, Followed)> {
+        let own = current
+            .and_then(|id| self.position(id))
+            .filter(|&i| Self::eligible(&self.open[i], shape));
+        let others = (0..self.open.len())
+            .rev()
+            .filter(|&i| Some(i) != own && Self::eligible(&self.open[i], shape))
+            .take(MAX_SCAN);
+        let mut candidates = own.into_iter().chain(others).peekable();
+        candidates.peek()?;
+        let order: smallvec::SmallVec<[usize; MAX_SCAN + 1]> = candidates.collect();
+        let q = query()?;
+        order
             .into_iter()
-            .collect();
-        out.extend(
-            (0..self.open.len())
-                .rev()
-                .filter(|&i| Some(i) != own && eligible(&self.open[i]))
-                .take(MAX_SCAN),
-        );
-        out
+            .find_map(|i| self.follow(i, &q, at).map(|f| (i, f)))
     }
 
     /// The result of request `i` that `query` follows, newest first.

@@ -21,7 +21,7 @@ use super::findings::FindingEvent;
 use super::follow_ups;
 use super::knowledge::{Knowledge, RequestOrigin, ShapeFacts};
 use super::partition;
-use super::patterns::{Invocation, NamedBy};
+use super::patterns::NamedBy;
 use super::requests::{self, Operation, Requests};
 use super::rule::{CompletedOp, FollowUp, Hooks, OpView};
 use super::shape;
@@ -309,6 +309,7 @@ impl Engine {
                 shape,
                 namespace: Arc::from(namespace),
                 whole: cmd.returns_stored_documents(),
+                list: follow_ups::is_list_read(cmd),
             }))
         };
         // bulkWrite's namespaces are not part of its shape.
@@ -371,7 +372,7 @@ impl Engine {
         self.complete(&pending, &origin, &outcome, &returned, latency);
         if let (Some(id), Some(_)) = (origin.request, &returned.cursor) {
             let cmd = pending.request.command();
-            let list = cmd.is_some_and(|c| follow_ups::is_list_read(c));
+            let list = origin.list;
             let result = pending.getmore
                 || cmd.is_some_and(|c| {
                     c.kind == Kind::Find || (c.kind == Kind::Aggregate && origin.whole)
@@ -557,12 +558,7 @@ impl Engine {
         at: Instant,
         cmd: &Command<'_>,
         origin: &mut RequestOrigin,
-    ) -> (Vec<Invocation>, Option<FollowUp>) {
-        let query = if self.requests.is_empty() {
-            None
-        } else {
-            follow_ups::FollowUpQuery::of(cmd, &origin.namespace, origin.shape.hash)
-        };
+    ) -> (requests::Closed, Option<FollowUp>) {
         let trace = cmd
             .trace_id()
             .or_else(|| cmd.comment().and_then(TraceId::from_comment));
@@ -572,10 +568,12 @@ impl Engine {
             at,
             origin,
             trace,
-            query: query.as_ref(),
             weight: 1 << self.sampling,
         };
-        let (placed, finished) = self.requests.place(&op, state.current);
+        let (namespace, shape) = (&origin.namespace, origin.shape.hash);
+        let (placed, finished) = self.requests.place(&op, state.current, || {
+            follow_ups::FollowUpQuery::of(cmd, namespace, shape)
+        });
         state.current = Some(placed.request);
         origin.request = Some(placed.request);
         origin.joined =
