@@ -153,10 +153,6 @@ impl<'a> FollowUpQuery<'a> {
             asked,
         })
     }
-
-    pub fn namespace(&self) -> &str {
-        self.namespace
-    }
 }
 
 /// What one filter field asks for.

@@ -209,15 +209,6 @@ impl Requests {
         }
     }
 
-    /// Open requests.
-    pub fn len(&self) -> usize {
-        self.open.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
-    }
-
     fn position(&self, id: u64) -> Option<usize> {
         // Ids grow with position: a binary search.
         let i = self.open.partition_point(|r| r.id < id);
