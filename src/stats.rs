@@ -123,6 +123,13 @@ pub struct StatsSnapshot {
     pub analysis_dropped: u64,
     pub analysis_shed: u64,
     pub analysis_sampling: u64,
+    /// CPU time the analysis threads have run (ns).
+    pub analysis_cpu_nanos: u64,
+    /// CPU time the whole process has run (ns): forwarding, analysis and
+    /// the rest.
+    pub process_cpu_nanos: u64,
+    /// Requests the analysis decoded (every command, each with its reply).
+    pub analysed_requests: u64,
     pub buffer_bytes: u64,
     pub buffer_waits: u64,
     pub frame_errors: BTreeMap<String, u64>,
@@ -168,6 +175,14 @@ impl Stats {
             analysis_dropped: self.analysis_dropped.load(Relaxed),
             analysis_shed: self.analysis_shed.load(Relaxed),
             analysis_sampling: self.analysis_sampling.load(Relaxed),
+            analysis_cpu_nanos: self.analysis_cpu_nanos.load(Relaxed),
+            process_cpu_nanos: process_cpu_nanos(),
+            analysed_requests: analysis
+                .messages
+                .iter()
+                .filter(|((d, _), _)| *d == Direction::Request)
+                .map(|(_, n)| n)
+                .sum(),
             buffer_bytes: self.buffer_bytes.load(Relaxed),
             buffer_waits: self.buffer_waits.load(Relaxed),
             frame_errors: self
@@ -234,6 +249,26 @@ fn unix_seconds() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// CPU time the calling thread has run, in nanoseconds.
+pub fn thread_cpu_nanos() -> u64 {
+    timespec_nanos(rustix::time::clock_gettime(
+        rustix::time::ClockId::ThreadCPUTime,
+    ))
+}
+
+/// CPU time every thread of this process has run, in nanoseconds.
+pub fn process_cpu_nanos() -> u64 {
+    timespec_nanos(rustix::time::clock_gettime(
+        rustix::time::ClockId::ProcessCPUTime,
+    ))
+}
+
+fn timespec_nanos(t: rustix::time::Timespec) -> u64 {
+    (t.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec.max(0) as u64)
 }
 
 #[cfg(test)]

@@ -1,78 +1,93 @@
 //! The CPU budget (`--analysis-cpu`): the most of wirelint's CPU time the
 //! analysis threads may take.
 //!
-//! The analysis threads' CPU time is compared with the whole process's
-//! once a second (each worker adds its own thread's time to
-//! `Stats::analysis_cpu_nanos` at every tick). Over the budget, the
-//! sampling level rises by one at once and stays at least there; once a
-//! second finds that twice the analysis would still be under four fifths
-//! of the budget (two seconds running), it may fall by one again through
-//! the calm path of [`Sampling`](super::sampling). A window in which
-//! wirelint spent less than [`MIN_WINDOW_CPU`] is not judged: idle, there
-//! is nothing to save.
+//! Once a second the analysis threads' CPU time is compared with the whole
+//! process's (each worker adds its own thread's time to
+//! `Stats::analysis_cpu_nanos` at every tick). The share is smoothed over
+//! the seconds since the last change (each new second weighs half), and
+//! while it stays between [`LOW`] and [`HIGH`] of the budget nothing
+//! moves. Outside that band the budget sets how many of every 64
+//! connections are analysed so that the share lands on [`TARGET`] of the
+//! budget, assuming the analysis's CPU follows the connections analysed;
+//! one change at most halves or doubles them, so no one-second spike can
+//! move the sampling far, and the second after a change is judged on its
+//! own. A window in which wirelint spent less than [`MIN_WINDOW_CPU`] is
+//! not judged: idle, there is nothing to save.
 
-use super::engine::MAX_SAMPLING_LEVEL;
-use crate::stats::Stats;
+use super::engine::KEEP_ALL;
+use crate::stats::{process_cpu_nanos, Stats};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// `--analysis-cpu`, and the level it asks for now.
+/// `--analysis-cpu`, and how many connections in 64 it lets the analysis
+/// take now.
 pub(super) struct CpuBudget {
     /// The fraction of wirelint's CPU time allowed to the analysis.
     pub(super) share: f64,
-    /// The level the budget asks for: the calm path does not go below it.
-    pub(super) floor: AtomicU8,
+    /// Connections analysed in every [`KEEP_ALL`] (64), as the budget sees
+    /// it: the sampling never analyses more.
+    pub(super) keep: AtomicU8,
     window: Mutex<CpuWindow>,
 }
 
-/// CPU times (ns) when the window began, and how far it has come.
+/// CPU times (ns) when the window began, how far it has come, and the
+/// smoothed share since the last change.
 #[derive(Default)]
 struct CpuWindow {
     process: u64,
     analysis: u64,
     ticks: u32,
-    /// Windows in a row that found room for twice the analysis.
-    roomy: u32,
+    smoothed: Option<f64>,
 }
 
 /// Ticks per CPU window: one second.
 pub(super) const CPU_WINDOW_TICKS: u32 = 4;
-/// Roomy windows in a row before the budget lets the level fall by one.
-const ROOMY_WINDOWS_BEFORE_LOWER: u32 = 2;
 /// Least CPU time (ns) wirelint must have spent in a window for it to be
 /// judged: 10 ms a second, 1 % of a core.
 const MIN_WINDOW_CPU: u64 = 10_000_000;
+/// Under this share of the budget (smoothed), more connections are
+/// analysed.
+const LOW: f64 = 0.55;
+/// Over this share of the budget (smoothed), fewer connections are
+/// analysed.
+const HIGH: f64 = 0.95;
+/// Where a change aims: the middle of the band.
+const TARGET: f64 = 0.75;
 
-/// What a window's CPU times say: the analysis's share over the budget,
-/// room for twice it (under four fifths of the budget), or neither.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CpuVerdict {
-    Over,
-    Roomy,
-    Within,
+/// What a change of the budget's share did: the analysis's smoothed share
+/// of wirelint's CPU that called for it, and the connections in 64
+/// analysed before and after.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct CpuChange {
+    pub(super) took: f64,
+    pub(super) from: u8,
+    pub(super) to: u8,
 }
 
-fn cpu_verdict(process: u64, analysis: u64, budget: f64) -> CpuVerdict {
-    if process < MIN_WINDOW_CPU {
-        return CpuVerdict::Within;
+/// The connections in 64 to analyse next, given that `keep` of them took
+/// `share` of wirelint's CPU (smoothed) against a budget of `budget`; the
+/// same `keep` when the share is within the band.
+fn next_keep(keep: u8, share: f64, budget: f64) -> u8 {
+    if (LOW * budget..=HIGH * budget).contains(&share) {
+        return keep;
     }
-    let share = analysis as f64 / process as f64;
-    if share > budget {
-        CpuVerdict::Over
-    } else if 2.0 * share <= 0.8 * budget {
-        CpuVerdict::Roomy
+    let keep = keep.max(1);
+    let wanted = if share <= 0.0 {
+        f64::from(KEEP_ALL)
     } else {
-        CpuVerdict::Within
-    }
+        f64::from(keep) * TARGET * budget / share
+    };
+    let (least, most) = ((keep / 2).max(1), (keep.saturating_mul(2)).min(KEEP_ALL));
+    (wanted.round().clamp(1.0, 255.0) as u8).clamp(least, most)
 }
 
 impl CpuBudget {
     /// A budget of `share` of wirelint's CPU time; its first window starts
-    /// now.
+    /// now, with every connection allowed.
     pub(super) fn new(share: f64) -> CpuBudget {
         CpuBudget {
             share,
-            floor: AtomicU8::new(0),
+            keep: AtomicU8::new(KEEP_ALL),
             window: Mutex::new(CpuWindow {
                 process: process_cpu_nanos(),
                 ..CpuWindow::default()
@@ -80,87 +95,101 @@ impl CpuBudget {
         }
     }
 
-    /// Called at every tick; once a CPU window is complete, judges it:
-    /// when it was over, holds the budget's floor at the level above
-    /// `level` and returns the share the analysis took (the caller raises
-    /// the level); after enough roomy windows, lowers the floor by one.
-    pub(super) fn judge(&self, level: u8, stats: &Stats) -> Option<f64> {
+    /// Called at every tick with `analysed`, the connections in 64 the
+    /// sampling analysed during the window; once a window is complete,
+    /// judges it, and returns the change it made to [`keep`](Self::keep).
+    pub(super) fn judge(&self, analysed: u8, stats: &Stats) -> Option<CpuChange> {
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
         w.ticks += 1;
         if w.ticks < CPU_WINDOW_TICKS {
             return None;
         }
         let (process, analysis) = (process_cpu_nanos(), stats.analysis_cpu_nanos.load(Relaxed));
-        let (spent, analysed) = (
+        let (spent, took) = (
             process.saturating_sub(w.process),
             analysis.saturating_sub(w.analysis),
         );
-        let verdict = cpu_verdict(spent, analysed, self.share);
-        *w = CpuWindow {
-            process,
-            analysis,
-            ticks: 0,
-            roomy: if verdict == CpuVerdict::Roomy {
-                w.roomy + 1
-            } else {
-                0
-            },
-        };
-        match verdict {
-            CpuVerdict::Over => {
-                let above = (level + 1).min(MAX_SAMPLING_LEVEL);
-                self.floor.store(above, Relaxed);
-                Some(analysed as f64 / spent as f64)
-            }
-            CpuVerdict::Roomy if w.roomy >= ROOMY_WINDOWS_BEFORE_LOWER => {
-                w.roomy = 0;
-                let floor = self.floor.load(Relaxed);
-                self.floor.store(floor.saturating_sub(1), Relaxed);
-                None
-            }
-            _ => None,
+        (w.process, w.analysis, w.ticks) = (process, analysis, 0);
+        if spent < MIN_WINDOW_CPU {
+            return None;
         }
+        let share = took as f64 / spent as f64;
+        let smoothed = w.smoothed.map_or(share, |s| (s + share) / 2.0);
+        let next = next_keep(analysed, smoothed, self.share);
+        if next == analysed {
+            w.smoothed = Some(smoothed);
+            return None;
+        }
+        // Drop and queue pressure may analyse fewer than the budget allows;
+        // the budget never asks for more than it saw work plus a doubling.
+        w.smoothed = None;
+        self.keep.store(next, Relaxed);
+        Some(CpuChange {
+            took: smoothed,
+            from: analysed,
+            to: next,
+        })
     }
-}
-
-/// CPU time the calling thread has run, in nanoseconds.
-pub(super) fn thread_cpu_nanos() -> u64 {
-    timespec_nanos(rustix::time::clock_gettime(
-        rustix::time::ClockId::ThreadCPUTime,
-    ))
-}
-
-/// CPU time every thread of this process has run, in nanoseconds.
-fn process_cpu_nanos() -> u64 {
-    timespec_nanos(rustix::time::clock_gettime(
-        rustix::time::ClockId::ProcessCPUTime,
-    ))
-}
-
-fn timespec_nanos(t: rustix::time::Timespec) -> u64 {
-    (t.tv_sec.max(0) as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec.max(0) as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A window is judged only when wirelint worked (10 ms of CPU in it);
-    /// over the budget it asks for a level more, and for one less only
-    /// when twice the analysis would stay under four fifths of it. (The
-    /// budget at work, through the queue: `queue`'s tests.)
+    /// Within 55–95 % of the budget nothing moves; outside it the next
+    /// share aims at 75 % of the budget, assuming the analysis's CPU
+    /// follows the connections analysed, by at most a halving or a
+    /// doubling at a time.
     #[test]
-    fn a_cpu_window_is_over_roomy_or_within_the_budget() {
+    fn the_budget_aims_at_three_quarters_of_itself_a_step_at_a_time() {
+        // 10 % budget.
+        assert_eq!(next_keep(64, 0.09, 0.10), 64);
+        assert_eq!(next_keep(20, 0.06, 0.10), 20);
+        // Over: 64 connections took 12 %; 7.5 % wants 40.
+        assert_eq!(next_keep(64, 0.12, 0.10), 40);
+        // Far over: no more than a halving at once.
+        assert_eq!(next_keep(64, 0.90, 0.10), 32);
+        assert_eq!(next_keep(1, 0.90, 0.10), 1);
+        // Under: 16 connections took 3 %; 7.5 % wants 40, a doubling is 32.
+        assert_eq!(next_keep(16, 0.03, 0.10), 32);
+        assert_eq!(next_keep(20, 0.05, 0.10), 30);
+        // Nothing analysed took nothing: double, up to all.
+        assert_eq!(next_keep(40, 0.0, 0.10), 64);
+        assert_eq!(next_keep(64, 0.0, 0.10), 64);
+    }
+
+    /// A window is judged only when wirelint worked (10 ms of CPU in it),
+    /// and the second after a change is judged on its own.
+    #[test]
+    fn windows_are_smoothed_between_changes() {
+        let stats = Stats::default();
+        let budget = CpuBudget::new(0.10);
         let ms = |n: u64| n * 1_000_000;
-        assert_eq!(cpu_verdict(ms(100), ms(11), 0.10), CpuVerdict::Over);
-        assert_eq!(cpu_verdict(ms(100), ms(10), 0.10), CpuVerdict::Within);
-        assert_eq!(cpu_verdict(ms(100), ms(5), 0.10), CpuVerdict::Within);
-        assert_eq!(cpu_verdict(ms(100), ms(4), 0.10), CpuVerdict::Roomy);
-        assert_eq!(cpu_verdict(ms(100), 0, 0.10), CpuVerdict::Roomy);
-        // Idle: nothing to judge, whatever the share.
-        assert_eq!(cpu_verdict(ms(9), ms(9), 0.10), CpuVerdict::Within);
-        assert_eq!(cpu_verdict(ms(9), 0, 0.10), CpuVerdict::Within);
+        // A window in which wirelint spent `spent` and the analysis
+        // `analysis`, `keep` connections in 64 analysed; its judgement.
+        let window = |analysis: u64, spent: u64, keep: u8| {
+            {
+                let mut w = budget.window.lock().unwrap();
+                w.process = process_cpu_nanos().saturating_sub(spent);
+                w.analysis = stats.analysis_cpu_nanos.load(Relaxed);
+            }
+            stats.analysis_cpu_nanos.fetch_add(analysis, Relaxed);
+            (0..CPU_WINDOW_TICKS)
+                .map(|_| budget.judge(keep, &stats))
+                .last()
+                .flatten()
+        };
+        // 64 connections took 20 %: aim at 7.5 %, at most a halving.
+        let change = window(ms(20), ms(100), 64).expect("over the budget");
+        assert_eq!((change.from, change.to), (64, 32));
+        assert_eq!(budget.keep.load(Relaxed), 32);
+        // Within the band: nothing moves, and smoothing starts.
+        assert_eq!(window(ms(8), ms(100), 32), None);
+        // One spike averaged with the 8 % before it: 10 %, over the band
+        // (95 % of the budget), one step down.
+        let change = window(ms(12), ms(100), 32).expect("one spike, one step");
+        assert_eq!(change.to, 24);
+        // Idle: not judged.
+        assert_eq!(window(0, ms(5), 24), None);
     }
 }

@@ -14,7 +14,7 @@
 use super::budget;
 use super::engine::{self, Engine};
 use super::knowledge::Knowledge;
-use super::sampling::{sampled_out, Sampling};
+use super::sampling::{sampled_out, Sampling, KEEP_ALL};
 use super::shard::{Event, Shard, ShardQueue};
 use super::worker::{self, AnalysisWorkers};
 use super::Settings;
@@ -170,8 +170,8 @@ impl Tap for AnalysisQueue {
         if self.shards.0.is_empty() {
             return;
         }
-        let sampling = self.sampling.level.load(Relaxed);
-        if sampling > 0 && sampled_out(conn, sampling) {
+        let keep = self.sampling.keep.load(Relaxed);
+        if keep < KEEP_ALL && sampled_out(conn, keep) {
             self.stats.analysis_shed.fetch_add(1, Relaxed);
             return;
         }
@@ -192,7 +192,7 @@ impl Tap for AnalysisQueue {
             direction,
             at,
             frame,
-            sampling,
+            keep,
         };
         match self.shards.0[index].push(event) {
             Ok(()) => self.stats.analysis_enqueued.fetch_add(1, Relaxed),
@@ -251,9 +251,10 @@ fn copy_for_analysis(shard: usize, message: &[u8]) -> Bytes {
 
 #[cfg(test)]
 mod tests {
-    use super::super::cpu_budget::{thread_cpu_nanos, CPU_WINDOW_TICKS};
+    use super::super::cpu_budget::CPU_WINDOW_TICKS;
     use super::super::sampling::CALM_TICKS_BEFORE_LOWER;
     use super::*;
+    use crate::stats::thread_cpu_nanos;
     use std::time::Duration;
 
     #[test]
@@ -352,7 +353,7 @@ mod tests {
         let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge());
         assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
         let ping = Bytes::from_static(&[0u8; 16]);
-        let left_out = (0..64).filter(|c| sampled_out(*c, 1)).count() as u64;
+        let left_out = (0..64).filter(|c| sampled_out(*c, 32)).count() as u64;
         assert!((16..=48).contains(&left_out), "about half: {left_out}");
         for conn in 0..64 {
             queue.message(conn, Direction::Request, Instant::now(), ping.clone());
@@ -382,11 +383,11 @@ mod tests {
         }
     }
 
-    /// `--analysis-cpu`: a second in which the analysis threads took more
-    /// of wirelint's CPU time than the budget raises the level at once and
-    /// whole connections are shed; two seconds with room for twice the
-    /// analysis let the budget go, and the calm path then analyses every
-    /// connection again. Workers add their own thread's CPU time at ticks.
+    /// `--analysis-cpu`: a second in which the analysis threads took far
+    /// more of wirelint's CPU time than the budget halves the connections
+    /// analysed (no more at once), and whole connections are shed; a
+    /// second with room for twice the analysis doubles them again.
+    /// Workers add their own thread's CPU time at ticks.
     #[test]
     fn over_its_cpu_budget_the_analysis_sheds_connections_until_there_is_room() {
         let stats = Arc::new(Stats::default());
@@ -413,26 +414,17 @@ mod tests {
         };
         // Over: ten seconds of analysis in a window of milliseconds.
         window(10_000_000_000);
+        assert_eq!(queue.sampling.keep.load(Relaxed), 32, "a halving at most");
         assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
         let ping = Bytes::from_static(&[0u8; 16]);
-        let left_out = (0..64).filter(|c| sampled_out(*c, 1)).count() as u64;
+        let left_out = (0..64).filter(|c| sampled_out(*c, 32)).count() as u64;
         for conn in 0..64 {
             queue.message(conn, Direction::Request, Instant::now(), ping.clone());
         }
         assert_eq!(stats.analysis_shed.load(Relaxed), left_out);
-        // Roomy, but one window is not enough, and calm alone does not
-        // take the level below the budget's.
+        // Room: every connection again.
         window(0);
-        for _ in 0..CALM_TICKS_BEFORE_LOWER {
-            queue.tick();
-        }
-        assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
-        // A second roomy window in a row lets the budget go; calm follows.
-        window(0);
-        window(0);
-        for _ in 0..CALM_TICKS_BEFORE_LOWER {
-            queue.tick();
-        }
+        assert_eq!(queue.sampling.keep.load(Relaxed), 64);
         assert_eq!(stats.analysis_sampling.load(Relaxed), 0);
         drop(queue);
         workers.join();
@@ -461,7 +453,7 @@ mod tests {
             assert!(stats.analysis_dropped.load(Relaxed) > 0);
             queue.tick();
             assert_eq!(stats.analysis_sampling.load(Relaxed), 1);
-            let left_out: Vec<u64> = (0..64).filter(|c| sampled_out(*c, 1)).collect();
+            let left_out: Vec<u64> = (0..64).filter(|c| sampled_out(*c, 32)).collect();
             assert!(
                 (16..=48).contains(&left_out.len()),
                 "about half: {left_out:?}"

@@ -25,8 +25,9 @@ pub enum Event {
         /// When the proxy read it (latency is measured between these).
         at: Instant,
         frame: Bytes,
-        /// The sampling level it was taken under (0: every connection).
-        sampling: u8,
+        /// The connections in 64 analysed when it was taken (64: every
+        /// connection).
+        keep: u8,
     },
     /// The connection ended: its state can go.
     Closed { conn: u64 },

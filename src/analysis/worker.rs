@@ -15,10 +15,10 @@
 //! A panic while analysing one message is caught and counted; the worker
 //! goes on with the next, and the forwarding path never sees it.
 
-use super::cpu_budget::thread_cpu_nanos;
 use super::decode::{Decoder, COUNT_EVERY};
 use super::engine::Engine;
 use super::shard::{Event, Shard, WORKER_AWAKE, WORKER_DEEP_PARKED, WORKER_PARKED};
+use crate::stats::thread_cpu_nanos;
 use crate::stats::Stats;
 use std::sync::atomic::{fence, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
@@ -220,10 +220,10 @@ fn run(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut engi
                 direction,
                 at,
                 frame,
-                sampling,
+                keep,
             } => {
                 if let Some(decoded) = decoder.decode(conn, direction, frame, &stats) {
-                    engine.set_sampling(sampling);
+                    engine.set_sampling(keep);
                     engine.decoded(conn, at, decoded);
                 }
             }

@@ -164,9 +164,9 @@ pub struct Engine {
     /// What per-connection state (requests awaiting replies, N+1 lists)
     /// is charged to: the knowledge store's connections pool.
     pool: Arc<Pool>,
-    /// The sampling level the current message was taken under: one
-    /// connection in 2^level was analysed (see `AnalysisQueue`).
-    sampling: u8,
+    /// The calls each invocation of the current message stands for: 1,
+    /// or more when its connection was sampled among others left out.
+    weight: u64,
     /// Data requests' origins by (shape id, comment hash).
     origins: Lru<(u64, u64), RequestOrigin>,
     /// Distinct shapes seen per comment (hash), to tell a request's name
@@ -178,6 +178,9 @@ pub struct Engine {
 
 /// The highest sampling level: one connection in 64 analysed.
 pub const MAX_SAMPLING_LEVEL: u8 = 6;
+/// The slots a connection's hash falls in when connections are sampled:
+/// some of them are analysed (see `sampling`).
+pub const KEEP_ALL: u8 = 1 << MAX_SAMPLING_LEVEL;
 
 impl Engine {
     pub fn new(knowledge: Arc<Mutex<Knowledge>>, live: Option<fn(&FindingEvent)>) -> Engine {
@@ -190,15 +193,17 @@ impl Engine {
             requests: Requests::new(pool.clone()),
             comment_shapes: Lru::in_pool(MAX_ORIGINS, pool.clone(), budget::fixed),
             pool,
-            sampling: 0,
+            weight: 1,
         }
     }
 
-    /// The sampling level of the messages that follow: under it one
-    /// connection in 2^`level` is analysed, so each invocation seen stands
-    /// for 2^`level` (a pattern's estimated calls).
-    pub fn set_sampling(&mut self, level: u8) {
-        self.sampling = level.min(MAX_SAMPLING_LEVEL);
+    /// The sampling of the messages that follow: `keep` connections in
+    /// 2^[`MAX_SAMPLING_LEVEL`] (64) are analysed, so each invocation seen
+    /// stands for 64 / `keep`, rounded (a pattern's estimated calls).
+    pub fn set_sampling(&mut self, keep: u8) {
+        let all = u64::from(KEEP_ALL);
+        let keep = u64::from(keep.max(1)).min(all);
+        self.weight = (2 * all + keep) / (2 * keep);
     }
 
     fn emit(&self, events: Vec<FindingEvent>) {
@@ -568,7 +573,7 @@ impl Engine {
             at,
             origin,
             trace,
-            weight: 1 << self.sampling,
+            weight: self.weight,
         };
         let (namespace, shape) = (&origin.namespace, origin.shape.hash);
         let (placed, finished) = self.requests.place(&op, state.current, || {
