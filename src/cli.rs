@@ -369,7 +369,7 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
         let observed = proxy.knowledge();
         let stats_source = proxy.stats_handle();
         tokio::spawn(async move {
-            let mut last = stats_source.snapshot().requests_forwarded;
+            let mut last = stats_source.snapshot();
             let mut tick = tokio::time::interval(every);
             tick.tick().await;
             loop {
@@ -379,16 +379,35 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
                     let k = observed.lock().unwrap_or_else(|p| p.into_inner());
                     (k.patterns.patterns.len(), k.findings.len())
                 };
+                // The cost and the analysed share over the interval, not
+                // since start.
+                let cost = crate::report::AnalysisCpu::new(
+                    (now.analysis_cpu_nanos - last.analysis_cpu_nanos) as f64 / 1e9,
+                    (now.process_cpu_nanos - last.process_cpu_nanos) as f64 / 1e9,
+                    now.analysed_requests - last.analysed_requests,
+                );
+                let messages = (now.requests_forwarded + now.replies_forwarded)
+                    - (last.requests_forwarded + last.replies_forwarded);
+                let missed = (now.analysis_shed + now.analysis_dropped)
+                    - (last.analysis_shed + last.analysis_dropped);
+                let analysed_share = if messages == 0 {
+                    1.0
+                } else {
+                    messages.saturating_sub(missed) as f64 / messages as f64
+                };
                 eprintln!(
                     "{}",
                     crate::report::live::summary_line(
-                        (now.requests_forwarded - last) as f64 / every.as_secs_f64(),
+                        (now.requests_forwarded - last.requests_forwarded) as f64
+                            / every.as_secs_f64(),
                         patterns,
                         findings,
-                        now.analysis_dropped
+                        now.analysis_dropped,
+                        &cost,
+                        analysed_share,
                     )
                 );
-                last = now.requests_forwarded;
+                last = now;
             }
         })
     });

@@ -66,6 +66,15 @@ async fn the_dashboard_shows_findings_and_updates_in_a_browser() {
             && seen["follow_ups"].as_str().unwrap().contains(".users"),
         "{seen}"
     );
+    // The analysis's own cost: its share of wirelint's CPU and its CPU
+    // per request, measured (the Node traffic cost it something).
+    let cpu = seen["analysis_cpu"].as_str().unwrap();
+    let (share, per_request) = cpu
+        .strip_suffix(" µs/request")
+        .and_then(|c| c.split_once(" % · "))
+        .unwrap_or_else(|| panic!("{seen}"));
+    let (share, per_request): (f64, f64) = (share.parse().unwrap(), per_request.parse().unwrap());
+    assert!(share > 0.0 && share <= 100.0 && per_request > 0.0, "{seen}");
     // What the page showed is what wirelint found.
     let rules: Vec<String> = proxy.findings().iter().map(|f| f.rule.clone()).collect();
     assert!(

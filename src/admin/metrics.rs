@@ -429,6 +429,30 @@ const FAMILIES: &[Family] = &[
         series: |s| one(Value::Real(s.report.counters.analysed_share)),
     },
     Family {
+        name: "wirelint_analysis_cpu_seconds_total",
+        kind: Kind::Counter,
+        help: "CPU time the analysis threads ran (decoding, the engine and the rules); over process_cpu_seconds_total it is the analysis's share of wirelint's CPU, the figure --analysis-cpu bounds.",
+        series: |s| one(Value::Real(s.report.counters.analysis_cpu.analysis_seconds)),
+    },
+    Family {
+        name: "process_cpu_seconds_total",
+        kind: Kind::Counter,
+        help: "CPU time wirelint ran in all (user and system, every thread).",
+        series: |s| one(Value::Real(s.report.counters.analysis_cpu.process_seconds)),
+    },
+    Family {
+        name: "wirelint_analysis_cpu_ratio",
+        kind: Kind::Gauge,
+        help: "The analysis's share of wirelint's CPU time since start (for a window: rate(wirelint_analysis_cpu_seconds_total) / rate(process_cpu_seconds_total)).",
+        series: |s| one(Value::Real(s.report.counters.analysis_cpu.share)),
+    },
+    Family {
+        name: "wirelint_analysis_cpu_per_request_seconds",
+        kind: Kind::Gauge,
+        help: "CPU time of analysis per analysed request, its reply included, since start.",
+        series: |s| one(Value::Real(s.report.counters.analysis_cpu.us_per_request / 1e6)),
+    },
+    Family {
         name: "wirelint_analysis_decode_errors_total",
         kind: Kind::Counter,
         help: "Messages the analysis skipped, by kind (too_deep: a request nested past the server's limit of 200 levels; invalid_bson, checksum_mismatch, bad_compressed, ...).",
@@ -656,5 +680,22 @@ mod tests {
             }
         }
         assert_eq!(families.len(), FAMILIES.len());
+    }
+
+    /// The analysis's own cost: its CPU, wirelint's, the share and the
+    /// cost per request, from the report's counters.
+    #[test]
+    fn the_analysis_cost_is_exposed() {
+        let (state, mut report) = sample_report();
+        report.counters.analysis_cpu = crate::report::AnalysisCpu::new(0.5, 2.0, 250_000);
+        let text = render_metrics(&state, &report);
+        for line in [
+            "wirelint_analysis_cpu_seconds_total 0.5",
+            "process_cpu_seconds_total 2",
+            "wirelint_analysis_cpu_ratio 0.25",
+            "wirelint_analysis_cpu_per_request_seconds 0.000002",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
     }
 }

@@ -31,6 +31,20 @@ pub fn print_finding(event: &FindingEvent) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-pub fn summary_line(ops_per_sec: f64, patterns: usize, findings: usize, dropped: u64) -> String {
-    format!("wirelint: {ops_per_sec:.0} ops/s · {patterns} patterns · {findings} findings · {dropped} dropped by analysis")
+/// The periodic line: the traffic since the last one, what the analysis
+/// knows, and what it cost over the same interval (`cost`).
+pub fn summary_line(
+    ops_per_sec: f64,
+    patterns: usize,
+    findings: usize,
+    dropped: u64,
+    cost: &crate::report::AnalysisCpu,
+    analysed_share: f64,
+) -> String {
+    format!(
+        "wirelint: {ops_per_sec:.0} ops/s · {patterns} patterns · {findings} findings · {dropped} dropped by analysis · {:.0} % analysed · analysis {:.1} % of wirelint's CPU, {:.1} µs/request",
+        analysed_share * 100.0,
+        cost.share * 100.0,
+        cost.us_per_request
+    )
 }

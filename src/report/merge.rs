@@ -160,6 +160,7 @@ fn add_counters(into: &mut super::Counters, from: &super::Counters) {
     into.operations += from.operations;
     into.analysis_dropped += from.analysis_dropped;
     into.analysis_shed += from.analysis_shed;
+    into.analysis_cpu.add(&from.analysis_cpu);
     into.forgotten_requests += from.forgotten_requests;
     into.decode_errors += from.decode_errors;
     into.findings_dropped += from.findings_dropped;
@@ -371,6 +372,27 @@ mod tests {
         assert_eq!(q.latency_histogram, whole.latency_histogram);
         assert_eq!(m.runs.len(), 2);
         assert_eq!(m.upstream, "mongodb://db:27017/");
+    }
+
+    /// Two proxies' analysis CPU adds up, and the share and the cost per
+    /// request are those of the sums, not an average of the ratios.
+    #[test]
+    fn the_analysis_cpu_of_two_runs_adds_up() {
+        let mut a = report(vec![], vec![]);
+        let mut b = report(vec![], vec![]);
+        a.counters.analysis_cpu = super::super::AnalysisCpu::new(1.0, 4.0, 1_000_000);
+        b.counters.analysis_cpu = super::super::AnalysisCpu::new(3.0, 6.0, 1_000_000);
+        assert_eq!(
+            (
+                a.counters.analysis_cpu.share,
+                a.counters.analysis_cpu.us_per_request
+            ),
+            (0.25, 1.0)
+        );
+        let cpu = merge(&[a, b]).unwrap().counters.analysis_cpu;
+        assert_eq!((cpu.analysis_seconds, cpu.process_seconds), (4.0, 10.0));
+        assert_eq!(cpu.analysed_requests, 2_000_000);
+        assert_eq!((cpu.share, cpu.us_per_request), (0.4, 2.0));
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub struct Counters {
     /// and dropped ones over all.
     #[serde(default = "one")]
     pub analysed_share: f64,
+    /// What the analysis cost in CPU, beside what wirelint spent in all.
+    #[serde(default)]
+    pub analysis_cpu: AnalysisCpu,
     /// Requests kept for pairing and forgotten before their reply came.
     #[serde(default)]
     pub forgotten_requests: u64,
@@ -93,6 +96,65 @@ pub struct Counters {
     /// limit and the entries evicted to stay within it.
     #[serde(default)]
     pub tables: Vec<crate::analysis::budget::PoolUsage>,
+}
+
+/// The analysis's own CPU since start: its threads' time, wirelint's
+/// whole time (forwarding, analysis and the rest), and what the two say.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct AnalysisCpu {
+    /// Seconds of CPU the analysis threads ran.
+    pub analysis_seconds: f64,
+    /// Seconds of CPU wirelint ran in all.
+    pub process_seconds: f64,
+    /// Requests the analysis decoded (every command, with its reply).
+    pub analysed_requests: u64,
+    /// `analysis_seconds` over `process_seconds` (0 before any CPU).
+    pub share: f64,
+    /// Microseconds of analysis per analysed request, its reply included
+    /// (0 before any).
+    pub us_per_request: f64,
+}
+
+impl AnalysisCpu {
+    pub fn new(analysis_seconds: f64, process_seconds: f64, analysed_requests: u64) -> AnalysisCpu {
+        let mut cpu = AnalysisCpu {
+            analysis_seconds,
+            process_seconds,
+            analysed_requests,
+            ..AnalysisCpu::default()
+        };
+        cpu.set_ratios();
+        cpu
+    }
+
+    /// Works out `share` and `us_per_request` from the totals.
+    pub fn set_ratios(&mut self) {
+        let round = |x: f64, places: i32| {
+            let k = 10f64.powi(places);
+            (x * k).round() / k
+        };
+        self.share = if self.process_seconds > 0.0 {
+            round(self.analysis_seconds / self.process_seconds, 4)
+        } else {
+            0.0
+        };
+        self.us_per_request = if self.analysed_requests > 0 {
+            round(
+                self.analysis_seconds * 1e6 / self.analysed_requests as f64,
+                2,
+            )
+        } else {
+            0.0
+        };
+    }
+
+    /// Another run's totals added to these (a merged report).
+    pub fn add(&mut self, other: &AnalysisCpu) {
+        self.analysis_seconds += other.analysis_seconds;
+        self.process_seconds += other.process_seconds;
+        self.analysed_requests += other.analysed_requests;
+        self.set_ratios();
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -380,6 +442,11 @@ impl Report {
                 analysis_dropped: stats.analysis_dropped,
                 analysis_shed: stats.analysis_shed,
                 analysed_share: 1.0,
+                analysis_cpu: AnalysisCpu::new(
+                    stats.analysis_cpu_nanos as f64 / 1e9,
+                    stats.process_cpu_nanos as f64 / 1e9,
+                    stats.analysed_requests,
+                ),
                 forgotten_requests: knowledge.forgotten_requests,
                 decode_errors: stats.decode_errors.values().sum(),
                 findings_dropped: knowledge.findings.dropped,

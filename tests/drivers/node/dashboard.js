@@ -82,6 +82,7 @@ async function main(url, uri, token, shots) {
     seen.follow_ups = await request.first().innerText();
     seen.patterns = await page.locator('tr[data-pattern]').count();
     seen.analysed = await page.locator('[data-counter="analysed"] b').innerText();
+    seen.analysis_cpu = await page.locator('[data-counter="analysis CPU"] b').innerText();
     check(seen.analysed === '100 %', 'every message analysed, not ' + seen.analysed);
     await page.locator('[data-finding^="WL401:"] details summary').first().click();
     await page.screenshot({ path: path.join(shots, 'dashboard.png'), fullPage: true });
