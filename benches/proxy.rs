@@ -2,7 +2,7 @@
 //! (analysis off and on) vs mongobetween, in one run.
 //!
 //! ```sh
-//! scripts/bench.sh    # or: cargo bench --bench proxy -- [--seconds 2] [--rounds 2]
+//! scripts/bench.sh    # or: cargo bench --bench proxy -- [--seconds 2] [--rounds 2] [--budgets 5,10,25]
 //!                     #   [--conns 1,16,64,256] [--ferretdb-conns 1,16,64]
 //!                     #   [--no-ferretdb] [--scale 9000]
 //!                     #   [--workloads ping,find,insert,cursor,read,mixed]
@@ -298,13 +298,16 @@ fn responder() -> Proc {
     Proc(child, line.trim().parse().unwrap(), None)
 }
 
-fn wirelint(upstream: SocketAddr, analysis: bool) -> Proc {
-    let bin = std::env::var("WIRELINT_BIN")
-        .unwrap_or_else(|_| format!("{}/target/release/wirelint", env!("CARGO_MANIFEST_DIR")));
-    wirelint_binary(&bin, upstream, analysis)
+fn wirelint_bin() -> String {
+    std::env::var("WIRELINT_BIN")
+        .unwrap_or_else(|_| format!("{}/target/release/wirelint", env!("CARGO_MANIFEST_DIR")))
 }
 
-fn wirelint_binary(bin: &str, upstream: SocketAddr, analysis: bool) -> Proc {
+fn wirelint(upstream: SocketAddr, analysis: bool) -> Proc {
+    wirelint_binary(&wirelint_bin(), upstream, analysis, &[])
+}
+
+fn wirelint_binary(bin: &str, upstream: SocketAddr, analysis: bool, extra: &[&str]) -> Proc {
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut cmd = Command::new(bin);
@@ -327,6 +330,7 @@ fn wirelint_binary(bin: &str, upstream: SocketAddr, analysis: bool) -> Proc {
     if !analysis {
         cmd.arg("--no-analysis");
     }
+    cmd.args(extra);
     let child = cmd.spawn().unwrap_or_else(|e| {
         panic!("cannot start {bin} (build it with cargo build --release): {e}")
     });
@@ -586,6 +590,9 @@ struct Measured {
     /// Of `cpu`, what wirelint's analysis threads spent.
     analysis: Duration,
     latency: Option<Histogram<u64>>,
+    /// CPU µs per operation of each round added, in order (none when CPU
+    /// is not measured).
+    round_cpu: Vec<f64>,
 }
 
 impl Measured {
@@ -594,6 +601,10 @@ impl Measured {
             let sum = self.coverage.get_or_insert_with(Coverage::default);
             sum.forwarded += c.forwarded;
             sum.unanalysed += c.unanalysed;
+        }
+        if other.ops > 0 && !other.cpu.is_zero() {
+            self.round_cpu
+                .push(other.cpu.as_secs_f64() * 1e6 / other.ops as f64);
         }
         self.ops += other.ops;
         self.seconds += other.seconds;
@@ -724,7 +735,11 @@ fn targets(addr: SocketAddr, all: bool, missing: &mut Vec<&'static str>) -> Vec<
     add("wirelint-on", Some(wirelint(addr, true)), "");
     // Another build (an earlier commit), analysis on, in the same run.
     if let Ok(bin) = std::env::var("WIRELINT_BASELINE") {
-        add("baseline-on", Some(wirelint_binary(&bin, addr, true)), "");
+        add(
+            "baseline-on",
+            Some(wirelint_binary(&bin, addr, true, &[])),
+            "",
+        );
     }
     if all {
         add(
@@ -842,9 +857,21 @@ fn print_rows(
         });
         let own = cpu_per_op(t, m);
         let cpu = own.map_or("-".to_string(), |c| format!("{c:.1}"));
-        let cpu_vs_relay = match (own, relay_cpu) {
-            (Some(c), Some(r)) if r > 0.0 => format!("{:.2}", c / r),
-            _ => "-".to_string(),
+        // Each round's CPU per operation against HAProxy's in the same
+        // round: the median, and the lowest and highest.
+        let (cpu_vs_relay, spread) = match (own, relay) {
+            (Some(_), Some(r)) if relay_cpu.is_some() => {
+                let ratios: Vec<f64> = m
+                    .round_cpu
+                    .iter()
+                    .zip(&sums[r].round_cpu)
+                    .map(|(c, r)| c / r)
+                    .collect();
+                median_spread(&ratios).map_or(("-".into(), "-".into()), |(med, lo, hi)| {
+                    (format!("{med:.2}"), format!("{lo:.2}–{hi:.2}"))
+                })
+            }
+            _ => ("-".to_string(), "-".to_string()),
         };
         let analysis = if own.is_some() && !m.analysis.is_zero() {
             format!("{:.1}", m.analysis.as_secs_f64() * 1e6 / m.ops as f64)
@@ -861,7 +888,7 @@ fn print_rows(
             _ => "-".to_string(),
         };
         println!(
-            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
+            "{:<10} {:<17} {:>5}  {:<13} {:>9.0} {:>8} {:>8} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>9} {:>9}",
             backend,
             workload.name(),
             conns,
@@ -875,10 +902,64 @@ fn print_rows(
             m.quantile(0.99) as i64 - sums[0].quantile(0.99) as i64,
             cpu,
             cpu_vs_relay,
+            spread,
             analysis,
             analysed,
         );
     }
+    in_place(targets, sums);
+}
+
+/// The median of `xs`, with the lowest and highest; `None` when empty.
+fn median_spread(xs: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let (lo, hi) = (*v.first()?, *v.last()?);
+    let mid = v.len() / 2;
+    let med = if v.len() % 2 == 0 {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    };
+    Some((med, lo, hi))
+}
+
+/// Where the analysis's cost goes in place: wirelint-on's CPU per
+/// operation less wirelint-off's (same rounds), split into the analysis
+/// threads' own time and the rest (the forwarding threads' hand-off:
+/// copies, queue pushes, wake-ups; and the tick), each per operation and
+/// per analysed operation (scaled by the share analysed).
+fn in_place(targets: &[Target], sums: &[Measured]) {
+    let find = |name| targets.iter().position(|t| t.name == name);
+    let (Some(off), Some(on)) = (find("wirelint-off"), find("wirelint-on")) else {
+        return;
+    };
+    let per_op = |m: &Measured, d: Duration| d.as_secs_f64() * 1e6 / m.ops.max(1) as f64;
+    let (off, on) = (&sums[off], &sums[on]);
+    if off.cpu.is_zero() || on.cpu.is_zero() {
+        return;
+    }
+    let gap = per_op(on, on.cpu) - per_op(off, off.cpu);
+    let threads = per_op(on, on.analysis);
+    let analysed = on.coverage.map_or(1.0, |c| {
+        (c.forwarded - c.unanalysed.min(c.forwarded)) as f64 / c.forwarded.max(1) as f64
+    });
+    // Per-round gaps, for their spread.
+    let gaps: Vec<f64> = on
+        .round_cpu
+        .iter()
+        .zip(&off.round_cpu)
+        .map(|(a, b)| a - b)
+        .collect();
+    let spread = median_spread(&gaps).map_or(String::new(), |(m, lo, hi)| {
+        format!(" (rounds: median {m:.1}, {lo:.1} to {hi:.1})")
+    });
+    println!(
+        "           in place: analysis on costs {gap:.1} µs/op more than forwarding alone{spread}: analysis threads {threads:.1}, forwarding threads and the rest {:.1}; per analysed operation ({:.0} % analysed) {:.1}",
+        gap - threads,
+        analysed * 100.0,
+        gap / analysed.max(1e-9),
+    );
 }
 
 /// `--scale N`: N connections held through wirelint (analysis on) to the
@@ -989,7 +1070,7 @@ async fn bench() {
         backends.push(("ferretdb", p.1));
     }
     println!(
-        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
+        "{:<10} {:<17} {:>5}  {:<13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>9} {:>9}",
         "backend",
         "workload",
         "conns",
@@ -1003,10 +1084,11 @@ async fn bench() {
         "+p99 µs",
         "cpu µs/op",
         "cpu×relay",
+        "min–max",
         "anl µs/op",
         "analysed"
     );
-    println!("(×relay and cpu×relay: against HAProxy in TCP mode when it runs, else socat; anl µs/op: the part of cpu µs/op spent on wirelint's analysis threads; analysed: the share of the messages wirelint forwarded that its analysis saw, from its /metrics)");
+    println!("(×relay: against HAProxy in TCP mode when it runs, else socat; cpu×relay: each round's CPU per operation over HAProxy's in the same round, the median of the rounds, and min–max their lowest and highest; anl µs/op: the part of cpu µs/op spent on wirelint's analysis threads; analysed: the share of the messages wirelint forwarded that its analysis saw, from its /metrics)");
     let mut missing_peers = Vec::new();
     for (backend, addr) in &backends {
         let targets = targets(*addr, true, &mut missing_peers);
@@ -1039,6 +1121,13 @@ async fn bench() {
             }
         }
     }
+    if let Some(list) = arg("--budgets") {
+        let budgets: Vec<u32> = list
+            .split(',')
+            .filter_map(|b| b.trim().parse().ok())
+            .collect();
+        budget_cells(responder.1, &conns, &budgets, seconds).await;
+    }
     if std::env::args().any(|a| a == "--go") {
         go_driver(
             responder.1,
@@ -1061,6 +1150,99 @@ async fn bench() {
     }
     if std::env::args().any(|a| a == "--idle") {
         idle(100, Duration::from_secs(10)).await;
+    }
+}
+
+/// `--budgets 5,10,25`: for each budget, a wirelint with `--analysis-cpu
+/// X%` alone in front of the responder, find and insert at each of
+/// `conns` above one; after `--budget-warmup` seconds (8 by default) for
+/// the budget to settle, `seconds` (at least 5) measured: the share of
+/// messages analysed, and the analysis threads' share of the process's
+/// CPU, over the whole and second by second (median, lowest, highest),
+/// and whether it lies within [X/2, X].
+async fn budget_cells(responder: SocketAddr, conns: &[usize], budgets: &[u32], seconds: f64) {
+    let settle = Duration::from_secs_f64(
+        arg("--budget-warmup")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(8.0),
+    );
+    let measure = seconds.max(5.0).round() as u64;
+    println!();
+    println!(
+        "The CPU budget (--analysis-cpu), raw-wire generator, responder backend: {:.0} s to settle, then {measure} s measured (analysis: its threads' share of wirelint's CPU, from /proc; per second: median, lowest–highest):",
+        settle.as_secs_f64()
+    );
+    for workload in [Workload::FindOne, Workload::Insert1KiB] {
+        if !chosen(workload) {
+            continue;
+        }
+        for &n in conns.iter().filter(|&&n| n > 1) {
+            for &budget in budgets {
+                let flag = format!("{budget}%");
+                let proc =
+                    wirelint_binary(&wirelint_bin(), responder, true, &["--analysis-cpu", &flag]);
+                let task = tokio::spawn(load(
+                    proc.1,
+                    workload,
+                    n,
+                    settle,
+                    Duration::from_secs(measure),
+                ));
+                tokio::time::sleep(settle).await;
+                let (first, covered) = (proc.cpu_split(), proc.coverage());
+                let mut last = first;
+                let mut seconds_share = Vec::new();
+                for _ in 0..measure {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let now = proc.cpu_split();
+                    if let (Some(a), Some(b)) = (last, now) {
+                        let d = b.since(a, 1.0);
+                        if !d.all.is_zero() {
+                            seconds_share.push(d.analysis.as_secs_f64() / d.all.as_secs_f64());
+                        }
+                    }
+                    last = now;
+                }
+                let coverage = Coverage::since_in(Some(&proc), covered);
+                let m = task.await.unwrap();
+                let (Some(first), Some(last)) = (first, last) else {
+                    continue;
+                };
+                let spent = last.since(first, 1.0);
+                let share = spent.analysis.as_secs_f64() / spent.all.as_secs_f64().max(1e-9);
+                let analysed = coverage.map_or(f64::NAN, |c| {
+                    (c.forwarded - c.unanalysed.min(c.forwarded)) as f64 / c.forwarded.max(1) as f64
+                });
+                let x = f64::from(budget) / 100.0;
+                let verdict = if share > x {
+                    "over the budget"
+                } else if share >= x / 2.0 {
+                    "within [X/2, X]"
+                } else if analysed >= 0.999 {
+                    "under X/2, everything analysed"
+                } else {
+                    "under X/2"
+                };
+                let per_second =
+                    median_spread(&seconds_share).map_or(String::new(), |(m, lo, hi)| {
+                        format!(
+                            " (per second {:.1}, {:.1}–{:.1})",
+                            m * 100.0,
+                            lo * 100.0,
+                            hi * 100.0
+                        )
+                    });
+                println!(
+                    "budget     {:<17} {:>5}  --analysis-cpu {budget:>2}%: analysed {:>5.1} %, analysis {:>5.1} % of wirelint's CPU{per_second}: {verdict}; {:.0} ops/s, {:.1} µs CPU/op",
+                    workload.name(),
+                    n,
+                    analysed * 100.0,
+                    share * 100.0,
+                    m.rate(),
+                    spent.all.as_secs_f64() * 1e6 / m.ops.max(1) as f64,
+                );
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 #   scripts/bench.sh [--seconds 2] [--rounds 2] [--conns 1,16,64,256]
 #                    [--ferretdb-conns 1,16,64] [--no-ferretdb] [--scale N]
 #                    [--workloads ping,find,insert,cursor,read,mixed]
-#                    [--no-go] [--no-idle]
+#                    [--no-go] [--no-idle] [--budgets 5,10,25 | --no-budgets]
 #
 # Prints tables; asserts nothing. See docs/performance.md.
 set -euo pipefail
@@ -47,6 +47,8 @@ args=("$@")
 # go.sum) and the idle cost, unless told otherwise.
 [[ " $* " == *" --no-go "* ]] || args+=(--go)
 [[ " $* " == *" --no-idle "* ]] || args+=(--idle)
+# The CPU budget's cells at 5, 10 and 25 %, unless told otherwise.
+[[ " $* " == *" --no-budgets "* || " $* " == *" --budgets "* ]] || args+=(--budgets 5,10,25)
 cargo bench --quiet --bench proxy -- "${args[@]}"
 echo
 cargo bench --quiet --bench analysis
