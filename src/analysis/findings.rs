@@ -4,6 +4,7 @@
 use super::budget::{short_key, shorten, Pool};
 use super::catalogue::RuleMeta;
 use super::hash::fnv1a;
+use super::trace_context::TraceContext;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
@@ -86,11 +87,35 @@ pub enum Change {
 /// findings, or once its pool is full, new ones are counted in `dropped`
 /// instead of stored (the ones already found keep being updated).
 pub struct FindingStore {
-    findings: BTreeMap<(String, String, String), Finding>,
+    findings: BTreeMap<(String, String, String), Stored>,
     pool: Arc<Pool>,
     pub dropped: u64,
     /// The last time stamp written and its second (see `stamp`).
     stamp: Option<(u64, String)>,
+    /// Counts raisings (new or escalated findings): each stored finding
+    /// keeps the count at its last one, so a reader finds what changed
+    /// since it last looked without a table of its own.
+    generation: u64,
+}
+
+/// A finding as kept: what was last raised about it, by what, and when.
+struct Stored {
+    finding: Finding,
+    /// How it was last raised (new or escalated).
+    change: Change,
+    /// The trace context of the operation that raised it (new or
+    /// escalated), if its driver sent one: one per finding, kept while it
+    /// lives.
+    trace: Option<TraceContext>,
+    generation: u64,
+}
+
+/// A finding raised (new or escalated) since a [`FindingStore::generation`]:
+/// see [`FindingStore::raised_since`].
+pub struct Raised<'a> {
+    pub finding: &'a Finding,
+    pub change: Change,
+    pub trace: Option<TraceContext>,
 }
 
 impl Default for FindingStore {
@@ -123,17 +148,39 @@ impl FindingStore {
             pool,
             dropped: 0,
             stamp: None,
+            generation: 0,
         }
+    }
+
+    /// The count of raisings so far (see [`FindingStore::raised_since`]).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The findings raised (new, or escalated) after `generation`, each
+    /// with how and the trace id of the operation that raised it: what a
+    /// reader that last looked at `generation` has not seen.
+    pub fn raised_since(&self, generation: u64) -> impl Iterator<Item = Raised<'_>> {
+        self.findings
+            .values()
+            .filter(move |s| s.generation > generation)
+            .map(|s| Raised {
+                finding: &s.finding,
+                change: s.change,
+                trace: s.trace,
+            })
     }
 
     /// Records a finding (new, or one more occurrence of a known one, whose
     /// message and evidence it replaces); returns what changed and the
-    /// finding as stored, if it is.
+    /// finding as stored, if it is. `trace`: the trace id of the operation
+    /// it is about, kept with the finding when this raises it.
     pub fn record(
         &mut self,
         meta: &RuleMeta,
         mut draft: FindingDraft,
         now: SystemTime,
+        trace: Option<TraceContext>,
     ) -> (Change, Option<&Finding>) {
         let stamp = self.stamp(now);
         // Replaced only when shortened: most are short already.
@@ -154,7 +201,8 @@ impl FindingStore {
         let full = self.findings.len() >= MAX_FINDINGS || self.pool.full();
         match self.findings.entry(key) {
             Entry::Occupied(entry) => {
-                let existing = entry.into_mut();
+                let stored = entry.into_mut();
+                let existing = &mut stored.finding;
                 existing.occurrences += 1;
                 existing.last_seen = stamp;
                 existing.message = draft.message;
@@ -169,11 +217,15 @@ impl FindingStore {
                 }
                 let change = if draft.severity > existing.severity {
                     existing.severity = draft.severity;
+                    self.generation += 1;
+                    stored.generation = self.generation;
+                    stored.change = Change::Escalated;
+                    stored.trace = trace;
                     Change::Escalated
                 } else {
                     Change::Repeated
                 };
-                (change, Some(existing))
+                (change, Some(&stored.finding))
             }
             Entry::Vacant(_) if full => {
                 self.dropped += 1;
@@ -183,30 +235,36 @@ impl FindingStore {
             Entry::Vacant(entry) => {
                 self.pool.charge(FINDING_BYTES);
                 let (_, namespace, subject) = entry.key().clone();
-                let finding = entry.insert(Finding {
-                    rule: meta.id.to_string(),
-                    name: meta.name.to_string(),
-                    severity: draft.severity,
-                    namespace,
-                    subject,
-                    patterns: draft
-                        .pattern
-                        .iter()
-                        .map(|p| short_key(p).into_owned())
-                        .collect(),
-                    pattern: draft.pattern,
-                    shape: draft.shape,
-                    message: draft.message,
-                    evidence: draft.evidence,
-                    advice: meta.advice.to_string(),
-                    source: meta.source.to_string(),
-                    docs: meta.docs_path(),
-                    occurrences: 1,
-                    first_seen: stamp.clone(),
-                    last_seen: stamp,
-                    fix_first: None,
+                self.generation += 1;
+                let stored = entry.insert(Stored {
+                    change: Change::New,
+                    trace,
+                    generation: self.generation,
+                    finding: Finding {
+                        rule: meta.id.to_string(),
+                        name: meta.name.to_string(),
+                        severity: draft.severity,
+                        namespace,
+                        subject,
+                        patterns: draft
+                            .pattern
+                            .iter()
+                            .map(|p| short_key(p).into_owned())
+                            .collect(),
+                        pattern: draft.pattern,
+                        shape: draft.shape,
+                        message: draft.message,
+                        evidence: draft.evidence,
+                        advice: meta.advice.to_string(),
+                        source: meta.source.to_string(),
+                        docs: meta.docs_path(),
+                        occurrences: 1,
+                        first_seen: stamp.clone(),
+                        last_seen: stamp,
+                        fix_first: None,
+                    },
                 });
-                (Change::New, Some(finding))
+                (Change::New, Some(&stored.finding))
             }
         }
     }
@@ -227,7 +285,7 @@ impl FindingStore {
     }
 
     pub fn all(&self) -> impl Iterator<Item = &Finding> {
-        self.findings.values()
+        self.findings.values().map(|s| &s.finding)
     }
 
     pub fn len(&self) -> usize {
@@ -249,15 +307,17 @@ impl FindingStore {
         if gone.is_some() {
             self.pool.release(FINDING_BYTES);
         }
-        gone
+        gone.map(|s| s.finding)
     }
 
     pub fn get(&self, rule: &str, namespace: &str, subject: &str) -> Option<&Finding> {
-        self.findings.get(&(
-            rule.to_string(),
-            short_key(namespace).into_owned(),
-            short_key(subject).into_owned(),
-        ))
+        self.findings
+            .get(&(
+                rule.to_string(),
+                short_key(namespace).into_owned(),
+                short_key(subject).into_owned(),
+            ))
+            .map(|s| &s.finding)
     }
 }
 
@@ -305,12 +365,13 @@ mod tests {
         let mut store = FindingStore::default();
         let long = format!("blog.{}", "c".repeat(400));
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let (change, found) = store.record(meta, draft(&long, Severity::Warning, "a"), t0);
+        let (change, found) = store.record(meta, draft(&long, Severity::Warning, "a"), t0, None);
         assert_eq!(change, Change::New);
         let first = found.unwrap().clone();
         assert!(first.namespace.len() < long.len());
         let later = t0 + Duration::from_millis(1_500);
-        let (change, found) = store.record(meta, draft(&long, Severity::Warning, "bb"), later);
+        let (change, found) =
+            store.record(meta, draft(&long, Severity::Warning, "bb"), later, None);
         assert_eq!(change, Change::Repeated);
         let again = found.unwrap();
         assert_eq!(again.occurrences, 2);
@@ -318,11 +379,56 @@ mod tests {
         assert_eq!(again.evidence["n"], serde_json::json!(2));
         assert_eq!(again.first_seen, "2023-11-14T22:13:20Z");
         assert_eq!(again.last_seen, "2023-11-14T22:13:21Z");
-        let (change, found) = store.record(meta, draft(&long, Severity::Error, "c"), later);
+        let (change, found) = store.record(meta, draft(&long, Severity::Error, "c"), later, None);
         assert_eq!(change, Change::Escalated);
         assert_eq!(found.unwrap().severity, Severity::Error);
         assert_eq!(store.len(), 1);
         assert!(store.get("WL101", &long, "comments").is_some());
+    }
+
+    /// A reader that remembers the generation it last saw finds exactly
+    /// the findings raised since: new, escalated (with the trace of the
+    /// operation that escalated it), not repeated ones; a finding withdrawn
+    /// and raised again is new again.
+    #[test]
+    fn raised_since_gives_what_is_new_or_escalated_with_its_trace() {
+        let meta = &META;
+        let mut store = FindingStore::default();
+        let now = SystemTime::now();
+        let a = TraceContext::from_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        );
+        let b = TraceContext::from_traceparent(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        );
+        let seen = |store: &FindingStore, since| {
+            store
+                .raised_since(since)
+                .map(|r| (r.finding.namespace.clone(), r.change, r.trace))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(store.generation(), 0);
+        store.record(meta, draft("db.a", Severity::Warning, "m"), now, a);
+        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None);
+        let g = store.generation();
+        assert_eq!(
+            seen(&store, 0),
+            vec![
+                ("db.a".into(), Change::New, a),
+                ("db.b".into(), Change::New, None)
+            ]
+        );
+        // Repeated: nothing new, the raising trace kept.
+        store.record(meta, draft("db.a", Severity::Warning, "m"), now, b);
+        assert_eq!((store.generation(), seen(&store, g)), (g, vec![]));
+        assert_eq!(seen(&store, 0)[0].2, a);
+        // Escalated: seen again, with the escalating operation's trace.
+        store.record(meta, draft("db.a", Severity::Error, "m"), now, b);
+        assert_eq!(seen(&store, g), vec![("db.a".into(), Change::Escalated, b)]);
+        let g = store.generation();
+        store.retract("WL101", "db.b", "comments");
+        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None);
+        assert_eq!(seen(&store, g), vec![("db.b".into(), Change::New, None)]);
     }
 
     /// Past its cap new findings are counted as dropped, not stored.
@@ -336,9 +442,11 @@ mod tests {
                 meta,
                 draft(&format!("db.c{i}"), Severity::Warning, "m"),
                 now,
+                None,
             );
         }
-        let (change, found) = store.record(meta, draft("db.more", Severity::Warning, "m"), now);
+        let (change, found) =
+            store.record(meta, draft("db.more", Severity::Warning, "m"), now, None);
         assert_eq!((change, found.is_none()), (Change::Repeated, true));
         assert_eq!((store.len(), store.dropped), (MAX_FINDINGS, 1));
     }

@@ -104,9 +104,9 @@ pub struct Knowledge {
     pub rejected_operations: u64,
     /// Panics caught inside a rule's hook, by rule id.
     pub rule_panics: std::collections::BTreeMap<&'static str, u64>,
-    /// The trace id of the operation the engine is handling (set and
+    /// The trace context of the operation the engine is handling (set and
     /// cleared around it by `Engine`): the rules' findings carry it.
-    pub(crate) trace: Option<super::command::TraceId>,
+    pub(crate) trace: Option<super::trace_context::TraceContext>,
     rules: Vec<Box<dyn Rule>>,
     /// Each rule's [`Rule::hooks`], asked once (they never change), none
     /// for a rule the settings disable: a call finds the rules it concerns
@@ -210,7 +210,7 @@ impl Knowledge {
             events: &mut events,
             now: None,
             show_values: *show_values,
-            trace_id: *trace,
+            trace: *trace,
         };
         for (rule, rule_hooks) in rules.iter_mut().zip(rule_hooks.iter()) {
             if !rule_hooks.meets(hooks) {

@@ -252,9 +252,10 @@ pub struct RuleContext<'a> {
     /// the clock at the first report (most passes report nothing).
     pub now: Option<SystemTime>,
     pub show_values: bool,
-    /// The trace id of the operation being looked at, if its driver sent
-    /// one: added to the evidence of what is reported about it.
-    pub trace_id: Option<super::command::TraceId>,
+    /// The trace context of the operation being looked at, if its driver
+    /// sent one: its trace id is added to the evidence of what is reported
+    /// about it, and the finding it raises keeps both ids.
+    pub trace: Option<super::trace_context::TraceContext>,
 }
 
 impl RuleContext<'_> {
@@ -282,14 +283,15 @@ impl RuleContext<'_> {
         draft.severity = self
             .settings
             .severity(meta, &draft.namespace, draft.severity);
-        if let Some(trace) = self.trace_id {
-            draft
-                .evidence
-                .insert("trace_id".into(), serde_json::json!(trace.to_string()));
+        if let Some(trace) = self.trace {
+            draft.evidence.insert(
+                "trace_id".into(),
+                serde_json::json!(trace.trace.to_string()),
+            );
         }
         let now = *self.now.get_or_insert_with(SystemTime::now);
         if let (change @ (Change::New | Change::Escalated), Some(finding)) =
-            self.findings.record(meta, draft, now)
+            self.findings.record(meta, draft, now, self.trace)
         {
             self.events.push(FindingEvent {
                 change,

@@ -4,9 +4,11 @@
 //! A driver with OpenTelemetry on attaches the context of the span a
 //! command runs in to the OP_MSG that carries it, as a payload type 3
 //! section: `{otel: {traceparent: "00-<trace id>-<parent id>-<flags>"}}`.
-//! Only the trace id is kept (the parent id names one span, and the flags
-//! say nothing the analysis needs); a value that is not a well-formed
-//! `traceparent` gives no id rather than a wrong one. The wire layer finds
+//! The trace id is what the analysis groups and reports by; the parent id
+//! (the driver's span the command ran in) is kept only beside a finding,
+//! for its OTLP log record ([`TraceContext`]); the flags say nothing the
+//! analysis needs. A value that is not a well-formed `traceparent` gives
+//! no id rather than a wrong one. The wire layer finds
 //! the section; the command model hands its bytes here
 //! (`command::Command::trace_id`).
 
@@ -23,14 +25,9 @@ impl TraceId {
     /// The trace id of a payload type 3 document (`{otel: {traceparent:
     /// …}}`), if it has one and it is well formed.
     pub fn from_context_document(document: &[u8]) -> Option<TraceId> {
-        let context = RawDocument::from_bytes(document).ok()?;
-        let otel = context.get_document("otel").ok()?;
-        TraceId::from_traceparent(otel.get_str("traceparent").ok()?)
+        TraceContext::from_context_document(document).map(|c| c.trace)
     }
 
-    /// Reads a `traceparent` value: a version other than `ff`, a trace id
-    /// that is not all zeros, lowercase hex throughout (W3C Trace Context
-    /// §3.2). Fields after the flags (later versions) are allowed.
     /// The trace id of a `comment` that carries a W3C trace context as
     /// sqlcommenter-style propagation writes it (`traceparent='00-…'`,
     /// among other `key='value'` pairs), or is one.
@@ -46,7 +43,46 @@ impl TraceId {
         TraceId::from_traceparent(&rest[..end])
     }
 
+    /// Reads a `traceparent` value: a version other than `ff`, a trace id
+    /// and a parent id that are not all zeros, lowercase hex throughout
+    /// (W3C Trace Context §3.2). Fields after the flags (later versions)
+    /// are allowed.
     pub fn from_traceparent(value: &str) -> Option<TraceId> {
+        TraceContext::from_traceparent(value).map(|c| c.trace)
+    }
+}
+
+/// A W3C span id: a `traceparent`'s parent id, the span of the driver's
+/// command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SpanId([u8; 8]);
+
+impl SpanId {
+    /// The id's 8 bytes, as OpenTelemetry takes them.
+    pub fn to_bytes(self) -> [u8; 8] {
+        self.0
+    }
+}
+
+/// The trace and span ids of a `traceparent`: what a finding raised by the
+/// command keeps, so that its log record opens beside the command's span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TraceContext {
+    pub trace: TraceId,
+    pub span: SpanId,
+}
+
+impl TraceContext {
+    /// The context of a payload type 3 document (`{otel: {traceparent:
+    /// …}}`), if it has one and it is well formed.
+    pub fn from_context_document(document: &[u8]) -> Option<TraceContext> {
+        let context = RawDocument::from_bytes(document).ok()?;
+        let otel = context.get_document("otel").ok()?;
+        TraceContext::from_traceparent(otel.get_str("traceparent").ok()?)
+    }
+
+    /// As [`TraceId::from_traceparent`], with the parent id.
+    pub fn from_traceparent(value: &str) -> Option<TraceContext> {
         let mut fields = value.split('-');
         let (version, trace, parent, flags) = (
             fields.next()?,
@@ -70,7 +106,21 @@ impl TraceId {
         for (i, byte) in id.iter_mut().enumerate() {
             *byte = u8::from_str_radix(&trace[2 * i..2 * i + 2], 16).ok()?;
         }
-        (id != [0; 16]).then_some(TraceId(id))
+        let mut span = [0u8; 8];
+        for (i, byte) in span.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&parent[2 * i..2 * i + 2], 16).ok()?;
+        }
+        (id != [0; 16] && span != [0; 8]).then_some(TraceContext {
+            trace: TraceId(id),
+            span: SpanId(span),
+        })
+    }
+}
+
+impl TraceId {
+    /// The id's 16 bytes, as OpenTelemetry takes them.
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0
     }
 }
 
@@ -107,6 +157,21 @@ mod tests {
         }
         let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-whatever";
         assert!(TraceId::from_traceparent(later).is_some());
+    }
+
+    /// The context keeps the parent id as the span; a zero parent id is
+    /// not a context.
+    #[test]
+    fn the_context_keeps_the_parent_id_as_the_span() {
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let c = TraceContext::from_traceparent(parent).unwrap();
+        assert_eq!(c.trace.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            c.span.to_bytes(),
+            [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]
+        );
+        let zero = "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01";
+        assert_eq!(TraceContext::from_traceparent(zero), None);
     }
 
     /// The id is read from `otel.traceparent` of the context document, and

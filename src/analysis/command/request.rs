@@ -192,6 +192,11 @@ impl<'a> Command<'a> {
         TraceId::from_context_document(self.trace_context?)
     }
 
+    /// The same with the driver's span id (see `TraceContext`).
+    pub fn trace_context(&self) -> Option<crate::analysis::trace_context::TraceContext> {
+        crate::analysis::trace_context::TraceContext::from_context_document(self.trace_context?)
+    }
+
     /// The top-level field `key`, as walked (the first of a repeated key).
     pub(super) fn element(&self, key: &[u8]) -> Option<Element<'a>> {
         self.fields.iter().find(|e| e.key == key).copied()

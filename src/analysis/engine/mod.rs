@@ -525,7 +525,7 @@ impl Engine {
             k.operations += 1;
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
             let trace = cmd.trace_id();
-            k.trace = trace;
+            k.trace = cmd.trace_context();
             k.patterns.touch(
                 pattern,
                 named_by,

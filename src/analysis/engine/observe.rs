@@ -71,7 +71,7 @@ pub(super) fn operation_hooks(
     done: &CompletedOp<'_>,
     stored: &[Doc<'_>],
 ) -> Vec<FindingEvent> {
-    k.trace = done.op.cmd.trace_id();
+    k.trace = done.op.cmd.trace_context();
     let hooks = Hooks::OPERATION.and_if(!stored.is_empty(), Hooks::DOCUMENT);
     let events = k.with_rules(hooks, |rule, cx| {
         for doc in stored {
