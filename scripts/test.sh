@@ -2,7 +2,9 @@
 # Runs every test: the unit and in-process tests (what `cargo test` alone
 # runs) and the end-to-end suites (`--features e2e`). Installs what the
 # end-to-end suites need first, each install skipped when already done:
-# FerretDB v1.24.2 (scripts/ferretdb.sh), pymongo and MongoEngine (PyPI),
+# FerretDB v1.24.2 (scripts/ferretdb.sh), an OpenTelemetry Collector
+# (scripts/otelcol.sh: OTLP receiver and file exporter, built from the Go
+# module proxy, pinned by tests/otelcol/go.sum), pymongo and MongoEngine (PyPI),
 # the Node driver, Mongoose, mongosh and playwright-core (npm), Chromium,
 # HAProxy and socat (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
 # also installs pytest and pymongo from PyPI into a fresh virtual
@@ -12,7 +14,7 @@
 # Maven Central, pinned in each pom.xml).
 #
 # What is installed outside the clone stays for the next run on the same
-# machine: FerretDB and the npm packages under ~/.cache/wirelint
+# machine: FerretDB, the collector and the npm packages under ~/.cache/wirelint
 # ($WIRELINT_CACHE), cargo-deny in ~/.cargo/bin, the PyPI and Debian
 # packages, the Go and Maven module caches.
 #
@@ -67,6 +69,9 @@ trap 'summary $?' EXIT
 
 step "FerretDB" "(built once, kept in $CACHE)"
 scripts/ferretdb.sh install >/dev/null
+
+step "OpenTelemetry Collector" "(tests/otlp.rs; built once from tests/otelcol, kept in $CACHE)"
+scripts/otelcol.sh install
 
 step "pymongo, MongoEngine and Beanie"
 if ! python3 -c 'import pymongo, mongoengine, beanie' 2>/dev/null; then

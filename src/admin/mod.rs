@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 mod metrics;
+pub mod otlp;
 
 pub use metrics::{render_metrics, MAX_LABELS};
 

@@ -9,6 +9,7 @@
 //!   ├─ a tick task                       4 × a second, to the workers
 //!   ├─ partition-key discovery           config.collections, once
 //!   ├─ admin::serve                      when --admin is set
+//!   ├─ admin::otlp::start                when --otlp-endpoint is set
 //!   └─ a report writer                   when --report is set
 //! ```
 //!
@@ -41,6 +42,8 @@ pub enum StartError {
     Proxy(#[from] crate::proxy::StartError),
     #[error("{0}")]
     Admin(#[from] crate::admin::BindError),
+    #[error("{0}")]
+    Otlp(#[from] crate::admin::otlp::StartError),
 }
 
 /// wirelint running: the forwarding proxy with its analysis, admin
@@ -59,6 +62,8 @@ pub struct Proxy {
     admin_addr: Option<SocketAddr>,
     /// Read-only access to counters and knowledge (reports, admin).
     observed: AdminState,
+    /// The OTLP export, when an endpoint is set.
+    otlp: Option<crate::admin::otlp::Exporter>,
 }
 
 /// For the hostile-analysis tests of the release binary only: with this
@@ -143,6 +148,14 @@ impl Proxy {
             }
             None => None,
         };
+        let otlp = match &settings.otlp {
+            Some(otlp) => Some(crate::admin::otlp::start(
+                otlp,
+                observed.clone(),
+                shutdown_rx.clone(),
+            )?),
+            None => None,
+        };
         if let Some(path) = settings.report.clone() {
             tokio::spawn(write_reports(
                 path,
@@ -168,6 +181,7 @@ impl Proxy {
             report_path: settings.report,
             admin_addr,
             observed,
+            otlp,
         })
     }
 
@@ -232,6 +246,10 @@ impl Proxy {
         self.queue.take();
         if let Some(workers) = self.workers.take() {
             let _ = tokio::task::spawn_blocking(move || workers.join()).await;
+        }
+        // What the drained analysis raised last, then the last metrics.
+        if let Some(otlp) = self.otlp.take() {
+            otlp.finish().await;
         }
         if let Some(path) = &self.report_path {
             match self.report().write(path) {

@@ -164,6 +164,10 @@ pub struct ProxyArgs {
     )]
     pub admin_token: Option<String>,
 
+    /// Send findings (as log records) and access-pattern metrics over OTLP/HTTP (protobuf) to this OpenTelemetry Collector, e.g. http://127.0.0.1:4318. Off unless set: nothing leaves the process otherwise; shapes only, never literal values. [in the file: endpoint under [otlp]]
+    #[arg(long, env = "WIRELINT_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// Allow literal values from the traffic (e.g. example ids) in findings. Off by default: outputs carry shapes only.
     #[arg(long, env = "WIRELINT_SHOW_VALUES")]
     pub show_values: bool,
@@ -196,6 +200,7 @@ impl ProxyArgs {
         if let (Some(file), Some(path)) = (&file, &self.config) {
             file_only(file, path, &mut settings.analysis)?;
         }
+        settings.otlp = otlp(self, file.as_ref())?;
         if let Some(text) = &self.analysis_memory {
             settings.analysis.caps.memory =
                 super::parse_memory(text, "analysis-memory", "--analysis-memory")?;
@@ -416,6 +421,69 @@ impl Sources<'_> {
     }
 }
 
+/// `--otlp-endpoint` (or `WIRELINT_OTLP_ENDPOINT`), else `[otlp]` of the
+/// file; the other `[otlp]` keys apply only with an endpoint.
+fn otlp(
+    args: &ProxyArgs,
+    file: Option<&FileConfig>,
+) -> Result<Option<crate::admin::otlp::Settings>, ConfigError> {
+    let path = args.config.clone().unwrap_or_default();
+    let section = file.map(|f| &f.otlp);
+    let in_file = || format!("{} [otlp]", path.display());
+    let (text, origin, key) = match (
+        &args.otlp_endpoint,
+        section.and_then(|s| s.endpoint.clone()),
+    ) {
+        (Some(flag), _) => (
+            flag.clone(),
+            Origin::Flag("otlp-endpoint").to_string(),
+            "otlp_endpoint",
+        ),
+        (None, Some(text)) => (text, in_file(), "endpoint"),
+        (None, None) => return Ok(None),
+    };
+    let endpoint =
+        crate::admin::otlp::check_endpoint(&text).map_err(|message| ConfigError::Invalid {
+            origin,
+            key: key.into(),
+            message,
+        })?;
+    let mut settings = crate::admin::otlp::Settings::new(endpoint);
+    if let Some(section) = section {
+        if let Some(text) = &section.metrics_interval {
+            let origin = Origin::File(path.clone());
+            settings.metrics_interval = super::parse_duration(text, &origin, "metrics_interval")
+                .map_err(|e| match e {
+                    ConfigError::Invalid { key, message, .. } => ConfigError::Invalid {
+                        origin: in_file(),
+                        key,
+                        message,
+                    },
+                    other => other,
+                })?
+                .ok_or_else(|| ConfigError::Invalid {
+                    origin: in_file(),
+                    key: "metrics_interval".into(),
+                    message:
+                        "cannot be off while an endpoint is set; give a duration such as \"30s\""
+                            .into(),
+                })?;
+        }
+        if let Some(id) = &section.service_instance_id {
+            if id.trim().is_empty() {
+                return Err(ConfigError::Invalid {
+                    origin: in_file(),
+                    key: "service_instance_id".into(),
+                    message: "is empty; give an id, or leave it out for a fresh one per process"
+                        .into(),
+                });
+            }
+            settings.service_instance_id = Some(id.trim().to_string());
+        }
+    }
+    Ok(Some(settings))
+}
+
 /// A duration setting's value: parsed where it was given, else `default`.
 fn duration(
     value: Option<(String, Origin)>,
@@ -452,4 +520,79 @@ fn file_only(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arguments with an upstream and the config file `w.toml` holding
+    /// `text`.
+    fn with_file(text: &str) -> (tempfile::TempDir, ProxyArgs) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.toml");
+        std::fs::write(&path, text).unwrap();
+        let args = ProxyArgs {
+            upstream: Some("mongodb://127.0.0.1:27017".into()),
+            config: Some(path),
+            ..Default::default()
+        };
+        (dir, args)
+    }
+
+    /// OTLP is off unless an endpoint is given; the file's `[otlp]` gives
+    /// one, the flag wins over it, and the file's other keys apply to
+    /// either.
+    #[test]
+    fn otlp_is_off_unless_an_endpoint_is_given() {
+        let (_dir, args) = with_file("");
+        assert_eq!(args.settings().unwrap().0.otlp, None);
+        let (_dir, mut args) = with_file(
+            "[otlp]\nendpoint = \"http://collector:4318/\"\nmetrics_interval = \"5s\"\nservice_instance_id = \"edge-1\"\n",
+        );
+        let otlp = args.settings().unwrap().0.otlp.unwrap();
+        assert_eq!(otlp.endpoint, "http://collector:4318");
+        assert_eq!(otlp.metrics_interval, Duration::from_secs(5));
+        assert_eq!(otlp.service_instance_id.as_deref(), Some("edge-1"));
+        args.otlp_endpoint = Some("http://127.0.0.1:4318".into());
+        let otlp = args.settings().unwrap().0.otlp.unwrap();
+        assert_eq!(otlp.endpoint, "http://127.0.0.1:4318");
+        assert_eq!(otlp.metrics_interval, Duration::from_secs(5));
+    }
+
+    /// A bad `[otlp]` value names the file, the section and the key; a bad
+    /// flag names the flag and its variable.
+    #[test]
+    fn bad_otlp_values_name_the_key_and_where() {
+        for (text, key) in [
+            ("[otlp]\nendpoint = \"collector:4318\"\n", "`endpoint`"),
+            (
+                "[otlp]\nendpoint = \"http://c:4318\"\nmetrics_interval = \"soon\"\n",
+                "`metrics_interval`",
+            ),
+            (
+                "[otlp]\nendpoint = \"http://c:4318\"\nmetrics_interval = \"off\"\n",
+                "`metrics_interval`",
+            ),
+            (
+                "[otlp]\nendpoint = \"http://c:4318\"\nservice_instance_id = \" \"\n",
+                "`service_instance_id`",
+            ),
+            ("[otlp]\nendpont = \"http://c:4318\"\n", "endpont"),
+        ] {
+            let (_dir, args) = with_file(text);
+            let err = args.settings().unwrap_err().to_string();
+            assert!(err.contains("w.toml") && err.contains(key), "{text}: {err}");
+            if key.starts_with('`') {
+                assert!(err.contains("[otlp]"), "{err}");
+            }
+        }
+        let (_dir, mut args) = with_file("");
+        args.otlp_endpoint = Some("https://collector:4318".into());
+        let err = args.settings().unwrap_err().to_string();
+        assert!(
+            err.contains("--otlp-endpoint (or WIRELINT_OTLP_ENDPOINT)") && err.contains("https"),
+            "{err}"
+        );
+    }
 }

@@ -33,6 +33,24 @@ pub struct FileConfig {
     /// Bounds on what the analysis remembers.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// OTLP export of findings and pattern metrics (off unless `endpoint`
+    /// is set).
+    #[serde(default)]
+    pub otlp: OtlpSection,
+}
+
+/// `[otlp]`: where to send findings (as log records) and pattern metrics
+/// over OTLP/HTTP. Nothing is sent without an `endpoint`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpSection {
+    /// The collector's OTLP/HTTP base URL, `"http://127.0.0.1:4318"`
+    /// (`--otlp-endpoint`, `WIRELINT_OTLP_ENDPOINT`).
+    pub endpoint: Option<String>,
+    /// How often pattern metrics are sent [default: 30s].
+    pub metrics_interval: Option<String>,
+    /// `service.instance.id` [default: a fresh id per process].
+    pub service_instance_id: Option<String>,
 }
 
 /// `[limits]`: the memory budget of the analysis and its LRU caps (memory
@@ -330,6 +348,8 @@ pub struct ProxySettings {
     pub admin_token: Option<String>,
     /// Read partition keys from a sharded upstream's config.collections.
     pub discover_partition_keys: bool,
+    /// Send findings and pattern metrics over OTLP (off when `None`).
+    pub otlp: Option<crate::admin::otlp::Settings>,
     /// The upstream URI as given (with credentials), for the discovery side
     /// connection only; never logged (its `Debug` shows it redacted).
     pub upstream_raw: RawUri,
@@ -373,6 +393,7 @@ impl ProxySettings {
             admin: None,
             admin_token: None,
             discover_partition_keys: true,
+            otlp: None,
             upstream_raw: RawUri::new(upstream),
         })
     }
