@@ -6,7 +6,7 @@
 # (scripts/otelcol.sh: OTLP receiver and file exporter, built from the Go
 # module proxy, pinned by tests/otelcol/go.sum), pymongo and MongoEngine (PyPI),
 # the Node driver, Mongoose, mongosh and playwright-core (npm), Chromium,
-# HAProxy and socat (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
+# HAProxy, socat and Prometheus (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
 # also installs pytest and pymongo from PyPI into a fresh virtual
 # environment), cargo-deny (crates.io). The Go driver and Spring Data
 # MongoDB applications of fixtures/realworld fetch their modules themselves
@@ -98,12 +98,12 @@ if [ "$(cat "$node/node_modules/.wirelint-lock" 2>/dev/null)" != "$lock" ]; then
   echo "$lock" >"$node/node_modules/.wirelint-lock"
 fi
 
-step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check)"
-if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1; then
+step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check), Prometheus and promtool (deploy/prometheus/, tests/fleet.rs)"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat prometheus >/dev/null
 fi
 
 step "maturin" "(PyPI: scripts/wheel.sh builds the wheel and the release binary with it)"
@@ -118,6 +118,10 @@ fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+
+step "Prometheus rules" "(deploy/prometheus: promtool check and unit tests)"
+promtool check rules deploy/prometheus/rules.yml
+promtool test rules deploy/prometheus/rules_test.yml
 
 # The release binary, through the wheel: maturin's build of it differs from
 # `cargo build --release` only in stripping symbols, which would make cargo

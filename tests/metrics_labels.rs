@@ -55,6 +55,15 @@ fn series_per_namespace_and_pattern_are_capped() {
     let count = |prefix: &str| metrics.lines().filter(|l| l.starts_with(prefix)).count();
     assert_eq!(count("wirelint_operations_total{"), MAX_LABELS + 1);
     assert_eq!(count("wirelint_pattern_round_trips_total{"), MAX_LABELS + 1);
+    assert_eq!(
+        count("wirelint_pattern_call_duration_seconds_count{"),
+        MAX_LABELS + 1
+    );
+    // The others' calls are one histogram, their calls added up.
+    assert!(metrics.contains(&format!(
+        "wirelint_pattern_call_duration_seconds_count{{pattern=\"(other)\"}} {}",
+        600 - MAX_LABELS
+    )));
     assert!(metrics.contains("wirelint_operations_total{namespace=\"d.c0\",command=\"find\"} 5"));
     assert!(metrics.contains("wirelint_pattern_round_trips_total{pattern=\"P0\"} 5"));
     let other: u64 = metrics

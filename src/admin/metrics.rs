@@ -19,10 +19,21 @@
 //! Labels that come from the traffic (namespaces, pattern names) are
 //! capped: only the busiest [`MAX_LABELS`] get series of their own, the rest
 //! are added up under `(other)`, so a scrape stays small however many a
-//! client makes up.
+//! client makes up. Findings are capped by their own count instead (a
+//! finding on a quiet namespace matters as much as one on a busy one): the
+//! first [`MAX_FINDING_SERIES`] label sets, gravest first, get series of
+//! their own; the rest are added up per rule and severity under
+//! `namespace="(other)", pattern="(other)"`.
+//!
+//! For a fleet (one wirelint per application instance, scraped together),
+//! every family adds up across instances: counters and gauges by `sum`, a
+//! pattern's latency through the `wirelint_pattern_call_duration_seconds`
+//! histogram's buckets (the older summary's quantiles cannot be added), an
+//! open finding by `count` of its `wirelint_finding` series.
 
 use super::AdminState;
 use crate::analysis::budget::PoolUsage;
+use crate::analysis::findings::Severity;
 use crate::report::Report;
 use crate::stats::StatsSnapshot;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +48,26 @@ pub const MAX_LABELS: usize = 100;
 const OTHER: &str = "(other)";
 /// Label values are cut to this many characters.
 const MAX_LABEL_CHARS: usize = 160;
+/// `wirelint_finding` label sets with series of their own, at most.
+pub const MAX_FINDING_SERIES: usize = 500;
+/// The upper bounds (`le`, seconds) of the call-latency histogram's
+/// buckets, and the same in microseconds.
+const LATENCY_BUCKETS: [(&str, u64); 14] = [
+    ("0.0005", 500),
+    ("0.001", 1_000),
+    ("0.0025", 2_500),
+    ("0.005", 5_000),
+    ("0.01", 10_000),
+    ("0.025", 25_000),
+    ("0.05", 50_000),
+    ("0.1", 100_000),
+    ("0.25", 250_000),
+    ("0.5", 500_000),
+    ("1", 1_000_000),
+    ("2.5", 2_500_000),
+    ("5", 5_000_000),
+    ("10", 10_000_000),
+];
 
 /// The whole exposition for one scrape: the counters as they are now and
 /// `report` (the analysis' view, rebuilt at most once a second).
@@ -96,6 +127,7 @@ enum Kind {
     Counter,
     Gauge,
     Summary,
+    Histogram,
 }
 
 impl Kind {
@@ -104,6 +136,7 @@ impl Kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Summary => "summary",
+            Kind::Histogram => "histogram",
         }
     }
 }
@@ -310,6 +343,167 @@ fn pattern_round_trips(scrape: &Scrape<'_>) -> Vec<Series> {
         series.push(Series::new(labels, Value::Count(other)));
     }
     series
+}
+
+/// Each busy pattern's calls as a histogram of their latency (seconds):
+/// cumulative `_bucket`s, `_sum` and `_count`; the other patterns' calls
+/// merged into one histogram under `(other)`. A call is counted in the
+/// first bucket at or above the top of its two-significant-digit range,
+/// so a bucket may miss calls within 1% under its bound.
+fn pattern_call_duration(scrape: &Scrape<'_>) -> Vec<Series> {
+    let mut series = Vec::new();
+    let mut other = CallHistogram::default();
+    for p in &scrape.report.patterns {
+        if scrape.patterns.contains(p.name.as_str()) {
+            let mut h = CallHistogram::default();
+            h.add(p);
+            h.push(&mut series, &p.name);
+        } else {
+            other.add(p);
+        }
+    }
+    if other.count > 0 {
+        other.push(&mut series, OTHER);
+    }
+    series
+}
+
+/// Calls counted into [`LATENCY_BUCKETS`] (not yet cumulative).
+#[derive(Default)]
+struct CallHistogram {
+    buckets: [u64; LATENCY_BUCKETS.len()],
+    count: u64,
+    sum_us: u64,
+}
+
+impl CallHistogram {
+    fn add(&mut self, p: &crate::report::PatternReport) {
+        self.count += p.invocations;
+        for &[us, n] in &p.latency_histogram {
+            self.sum_us = self.sum_us.saturating_add(us.saturating_mul(n));
+            if let Some(i) = LATENCY_BUCKETS.iter().position(|(_, le)| us <= *le) {
+                self.buckets[i] += n;
+            }
+        }
+    }
+
+    fn push(&self, series: &mut Vec<Series>, pattern: &str) {
+        let mut cumulative = 0;
+        let les = LATENCY_BUCKETS.iter().map(|(le, _)| *le).chain(["+Inf"]);
+        for (i, le) in les.enumerate() {
+            cumulative = match self.buckets.get(i) {
+                Some(n) => cumulative + n,
+                None => self.count,
+            };
+            series.push(Series {
+                suffix: "_bucket",
+                labels: vec![("pattern", pattern.into()), ("le", le.into())],
+                value: Value::Count(cumulative),
+            });
+        }
+        series.push(Series {
+            suffix: "_sum",
+            labels: vec![("pattern", pattern.into())],
+            value: Value::Real(self.sum_us as f64 / 1e6),
+        });
+        series.push(Series {
+            suffix: "_count",
+            labels: vec![("pattern", pattern.into())],
+            value: Value::Count(self.count),
+        });
+    }
+}
+
+/// One open finding's labels: rule, severity, namespace, pattern.
+type FindingLabels<'a> = (&'a str, &'static str, &'a str, &'a str);
+
+/// Open findings by label set (one per pattern each was seen in), with how
+/// many and the earliest first sighting (Unix seconds, when known): the
+/// first [`MAX_FINDING_SERIES`] label sets, gravest first, then the rest
+/// added up per rule and severity under `(other)`.
+fn open_findings<'a>(scrape: &Scrape<'a>) -> Vec<(FindingLabels<'a>, u64, Option<u64>)> {
+    let mut sets: BTreeMap<(std::cmp::Reverse<Severity>, FindingLabels<'a>), (u64, Option<u64>)> =
+        BTreeMap::new();
+    for f in &scrape.report.findings {
+        let first = humantime::parse_rfc3339(&f.first_seen)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs());
+        let mut patterns: Vec<&str> = f.patterns.iter().map(String::as_str).collect();
+        if let Some(p) = &f.pattern {
+            if !patterns.contains(&p.as_str()) {
+                patterns.push(p);
+            }
+        }
+        if patterns.is_empty() {
+            patterns.push("");
+        }
+        for pattern in patterns {
+            let labels = (
+                f.rule.as_str(),
+                f.severity.as_str(),
+                f.namespace.as_str(),
+                pattern,
+            );
+            let entry = sets
+                .entry((std::cmp::Reverse(f.severity), labels))
+                .or_default();
+            entry.0 += 1;
+            entry.1 = earliest(entry.1, first);
+        }
+    }
+    let mut open = Vec::new();
+    let mut others: BTreeMap<(&str, &'static str), (u64, Option<u64>)> = BTreeMap::new();
+    for (i, ((_, labels), (n, first))) in sets.into_iter().enumerate() {
+        if i < MAX_FINDING_SERIES {
+            open.push((labels, n, first));
+        } else {
+            let other = others.entry((labels.0, labels.1)).or_default();
+            other.0 += n;
+            other.1 = earliest(other.1, first);
+        }
+    }
+    for ((rule, severity), (n, first)) in others {
+        open.push(((rule, severity, OTHER, OTHER), n, first));
+    }
+    open
+}
+
+/// The earlier of two times, either of which may be unknown.
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A finding series' labels, in the exposition's order.
+fn finding_labels(labels: FindingLabels<'_>) -> Vec<(&'static str, String)> {
+    let (rule, severity, namespace, pattern) = labels;
+    vec![
+        ("rule", rule.into()),
+        ("severity", severity.into()),
+        ("namespace", namespace.into()),
+        ("pattern", pattern.into()),
+    ]
+}
+
+/// One series per open finding's label set: how many findings stand there.
+fn finding(scrape: &Scrape<'_>) -> Vec<Series> {
+    open_findings(scrape)
+        .into_iter()
+        .map(|(labels, n, _)| Series::new(finding_labels(labels), Value::Count(n)))
+        .collect()
+}
+
+/// When each open finding's label set was first seen (Unix seconds).
+fn finding_first_seen(scrape: &Scrape<'_>) -> Vec<Series> {
+    open_findings(scrape)
+        .into_iter()
+        .filter_map(|(labels, _, first)| {
+            Some(Series::new(finding_labels(labels), Value::Count(first?)))
+        })
+        .collect()
 }
 
 /// Distinct findings by rule and severity.
@@ -519,10 +713,28 @@ const FAMILIES: &[Family] = &[
         series: |s| one(Value::Count(s.report.counters.forgotten_requests)),
     },
     Family {
+        name: "wirelint_pattern_call_duration_seconds",
+        kind: Kind::Histogram,
+        help: "Calls of each access pattern by latency per call, at the proxy (a histogram: add it up across instances by le).",
+        series: pattern_call_duration,
+    },
+    Family {
         name: "wirelint_findings",
         kind: Kind::Gauge,
         help: "Distinct findings, by rule and severity.",
         series: findings,
+    },
+    Family {
+        name: "wirelint_finding",
+        kind: Kind::Gauge,
+        help: "Open findings by rule, severity, namespace and each access pattern they were seen in (1 for most; past 500 label sets the rest add up under (other)).",
+        series: finding,
+    },
+    Family {
+        name: "wirelint_finding_first_seen_timestamp_seconds",
+        kind: Kind::Gauge,
+        help: "When the earliest open finding of each wirelint_finding label set was first seen (Unix seconds).",
+        series: finding_first_seen,
     },
 ];
 
@@ -546,6 +758,12 @@ mod tests {
     /// A scrape of counters and a report that have a value in every family,
     /// with label values that need escaping.
     fn sample() -> String {
+        let (state, report) = sample_report();
+        render_metrics(&state, &report)
+    }
+
+    /// The counters and report [`sample`] renders.
+    fn sample_report() -> (AdminState, Report) {
         let knowledge = Arc::new(Mutex::new(Knowledge::new(
             crate::rules::all(),
             RuleSettings::default(),
@@ -582,26 +800,54 @@ mod tests {
         let state = AdminState::new(stats, knowledge, "u".into(), None);
         let mut report = state.report();
         report.counters.rule_panics.insert("R\"1".into(), 3);
-        report.findings.push(Finding {
-            rule: "WL103".into(),
+        report
+            .findings
+            .push(finding("WL103", Severity::Warning, "d.c", &[], "t"));
+        report.findings.push(finding(
+            "WL401",
+            Severity::Warning,
+            "d.u\"s",
+            &["Q4", "Q\n5"],
+            "2023-11-14T22:13:20Z",
+        ));
+        report.findings.push(finding(
+            "WL401",
+            Severity::Warning,
+            "d.u\"s",
+            &["Q4"],
+            "2023-11-14T22:13:10Z",
+        ));
+        (state, report)
+    }
+
+    /// A finding of `rule` in `namespace`, seen in `patterns` first at
+    /// `first_seen`.
+    fn finding(
+        rule: &str,
+        severity: Severity,
+        namespace: &str,
+        patterns: &[&str],
+        first_seen: &str,
+    ) -> Finding {
+        Finding {
+            rule: rule.into(),
             name: "n".into(),
-            severity: Severity::Warning,
-            namespace: "d.c".into(),
-            subject: "s".into(),
-            pattern: None,
+            severity,
+            namespace: namespace.into(),
+            subject: format!("{namespace} {patterns:?}"),
+            pattern: patterns.first().map(|p| p.to_string()),
             shape: None,
-            patterns: Vec::new(),
+            patterns: patterns.iter().map(|p| p.to_string()).collect(),
             message: "m".into(),
             evidence: Default::default(),
             advice: "a".into(),
             source: "s".into(),
             docs: "d".into(),
             occurrences: 1,
-            first_seen: "t".into(),
-            last_seen: "t".into(),
+            first_seen: first_seen.into(),
+            last_seen: first_seen.into(),
             fix_first: None,
-        });
-        render_metrics(&state, &report)
+        }
     }
 
     #[test]
@@ -628,6 +874,17 @@ mod tests {
             "wirelint_pattern_round_trips_total{pattern=\"P1\"} 1",
             "# TYPE wirelint_analysis_table_evictions_total counter",
             "wirelint_findings{rule=\"WL103\",severity=\"warning\"} 1",
+            "wirelint_findings{rule=\"WL401\",severity=\"warning\"} 2",
+            "# TYPE wirelint_pattern_call_duration_seconds histogram",
+            "wirelint_pattern_call_duration_seconds_count{pattern=\"P1\"} 1",
+            "wirelint_pattern_call_duration_seconds_bucket{pattern=\"P1\",le=\"+Inf\"} 1",
+            "wirelint_pattern_call_duration_seconds_bucket{pattern=\"say \\\"hi\\\"\\\\n\",le=\"10\"} 1",
+            "# TYPE wirelint_finding gauge",
+            "wirelint_finding{rule=\"WL103\",severity=\"warning\",namespace=\"d.c\",pattern=\"\"} 1",
+            "wirelint_finding{rule=\"WL401\",severity=\"warning\",namespace=\"d.u\\\"s\",pattern=\"Q4\"} 2",
+            "wirelint_finding{rule=\"WL401\",severity=\"warning\",namespace=\"d.u\\\"s\",pattern=\"Q\\n5\"} 1",
+            "wirelint_finding_first_seen_timestamp_seconds{rule=\"WL401\",severity=\"warning\",namespace=\"d.u\\\"s\",pattern=\"Q4\"} 1699999990",
+            "wirelint_finding_first_seen_timestamp_seconds{rule=\"WL401\",severity=\"warning\",namespace=\"d.u\\\"s\",pattern=\"Q\\n5\"} 1700000000",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -638,6 +895,85 @@ mod tests {
             text.contains("wirelint_pattern_latency_seconds{pattern=\"P1\",quantile=\"0.99\"} ")
         );
         assert!(text.contains("wirelint_analysis_table_entries{table=\"patterns\"} "));
+        // A finding whose first sighting is unknown has no timestamp.
+        assert!(!text.contains("wirelint_finding_first_seen_timestamp_seconds{rule=\"WL103\""));
+    }
+
+    /// Each pattern's histogram is cumulative, ends with its call count,
+    /// and its buckets hold the calls at or under their bound.
+    #[test]
+    fn call_histograms_are_cumulative_up_to_the_calls() {
+        let text = sample();
+        let buckets: Vec<u64> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("wirelint_pattern_call_duration_seconds_bucket{pattern=\"P1\"")
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(buckets.len(), LATENCY_BUCKETS.len() + 1);
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        assert_eq!(buckets.last(), Some(&1));
+
+        let mut h = CallHistogram::default();
+        let mut p = sample_report().1.patterns[0].clone();
+        p.invocations = 4;
+        p.latency_histogram = vec![[400, 1], [1_000, 2], [20_000_000, 1]];
+        h.add(&p);
+        let mut series = Vec::new();
+        h.push(&mut series, "p");
+        let value = |le: &str| {
+            series
+                .iter()
+                .find(|s| s.labels.iter().any(|(k, v)| *k == "le" && v == le))
+                .map(|s| s.value.to_string())
+                .unwrap()
+        };
+        assert_eq!(value("0.0005"), "1");
+        assert_eq!(value("0.001"), "3");
+        assert_eq!(
+            value("10"),
+            "3",
+            "a call over the last bound is only in +Inf"
+        );
+        assert_eq!(value("+Inf"), "4");
+        let sum = series.iter().find(|s| s.suffix == "_sum").unwrap();
+        assert_eq!(sum.value.to_string(), "20.0024");
+    }
+
+    /// Past `MAX_FINDING_SERIES` label sets, the rest are added up per rule
+    /// and severity: errors keep their own series before warnings.
+    #[test]
+    fn finding_series_are_capped_gravest_first() {
+        let (state, mut report) = sample_report();
+        report.findings.clear();
+        for i in 0..MAX_FINDING_SERIES + 50 {
+            let ns = format!("d.c{i:04}");
+            let t = "2023-11-14T22:13:20Z";
+            report
+                .findings
+                .push(finding("WL401", Severity::Warning, &ns, &["Q"], t));
+        }
+        let t = "2023-11-14T22:13:00Z";
+        report
+            .findings
+            .push(finding("WL101", Severity::Error, "d.zzz", &["Q"], t));
+        let text = render_metrics(&state, &report);
+        let finding_lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("wirelint_finding{"))
+            .collect();
+        assert_eq!(finding_lines.len(), MAX_FINDING_SERIES + 1);
+        assert!(text.contains(
+            "wirelint_finding{rule=\"WL101\",severity=\"error\",namespace=\"d.zzz\",pattern=\"Q\"} 1"
+        ));
+        assert!(text.contains(
+            "wirelint_finding{rule=\"WL401\",severity=\"warning\",namespace=\"(other)\",pattern=\"(other)\"} 51"
+        ));
+        assert!(text.contains(
+            "wirelint_finding_first_seen_timestamp_seconds{rule=\"WL401\",severity=\"warning\",namespace=\"(other)\",pattern=\"(other)\"} 1700000000"
+        ));
+        assert!(text.contains("wirelint_findings{rule=\"WL401\",severity=\"warning\"} 550"));
     }
 
     /// The text format's syntax, as far as scrapers rely on it: each
@@ -659,7 +995,10 @@ mod tests {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
                 let (name, kind) = rest.split_once(' ').unwrap();
                 assert_eq!(name, current, "TYPE after its own HELP");
-                assert!(["counter", "gauge", "summary"].contains(&kind), "{line}");
+                assert!(
+                    ["counter", "gauge", "summary", "histogram"].contains(&kind),
+                    "{line}"
+                );
                 continue;
             }
             let (series, value) = line.rsplit_once(' ').unwrap();
@@ -668,7 +1007,10 @@ mod tests {
                 .unwrap_or_else(|_| panic!("value of {line:?}"));
             let name = series.split('{').next().unwrap();
             assert!(
-                name == current || name.strip_suffix("_count") == Some(current),
+                name == current
+                    || ["_count", "_sum", "_bucket"]
+                        .iter()
+                        .any(|suffix| name.strip_suffix(suffix) == Some(current)),
                 "{line:?} outside its family {current}"
             );
             assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
