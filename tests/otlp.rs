@@ -666,3 +666,35 @@ async fn a_dead_collector_neither_blocks_nor_delays_shutdown() {
         "the application took {worked:?}"
     );
 }
+
+/// A proxy of the library API dropped without being stopped, with a
+/// collector that never answers: the drop does not wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
+async fn dropping_an_unstopped_proxy_does_not_wait_for_the_collector() {
+    let backend = Backend::shared();
+    let upstream = strip_trace_sections(backend.addr()).await;
+    let hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hole_addr = hole.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = hole.accept().await {
+            held.push(conn);
+        }
+    });
+    let mut settings = common::settings(&upstream);
+    settings.otlp = Some(wirelint::admin::otlp::Settings::new(format!(
+        "http://{hole_addr}"
+    )));
+    let proxy = common::proxy_with(settings).await;
+    run_application(&proxy.connection_string(), "otlp_drop_test").await;
+    // A batch on its way to the collector when the proxy goes.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let began = Instant::now();
+    tokio::task::block_in_place(|| drop(proxy));
+    assert!(
+        began.elapsed() < Duration::from_millis(500),
+        "dropping the proxy took {:?}",
+        began.elapsed()
+    );
+}

@@ -287,6 +287,24 @@ impl Exporter {
     }
 }
 
+/// Dropped without [`Exporter::finish`] (a `Proxy` dropped unstopped): it
+/// stops in the background, never holding up the thread that drops it.
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let Some(task) = self.findings.take() else {
+            return;
+        };
+        task.abort();
+        let (logs, meters) = (self.logs.clone(), self.meters.clone());
+        let _ = std::thread::Builder::new()
+            .name("wirelint-otlp-stop".into())
+            .spawn(move || {
+                let _ = logs.shutdown_with_timeout(SHUTDOWN_WAIT);
+                let _ = meters.shutdown_with_timeout(SHUTDOWN_WAIT);
+            });
+    }
+}
+
 /// A `service.instance.id` for this process: random enough to tell two
 /// wirelints apart (the clock's nanoseconds, the process id, hashed).
 fn instance_id() -> String {
