@@ -8,7 +8,8 @@
 #   scripts/otelcol.sh path      print the binary's path (exit 1 if not built)
 #
 # Cache: $WIRELINT_CACHE (default ~/.cache/wirelint), keyed by the hash of
-# tests/otelcol/go.sum, so a change of versions builds a new one.
+# tests/otelcol's go.mod, go.sum and main.go: a change of versions or
+# components builds a new one.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,5 +43,5 @@ install() {
 case "${1:-}" in
   install) install ;;
   path) [ -x "$BIN" ] && echo "$BIN" || die "not built yet: run scripts/otelcol.sh install" ;;
-  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
