@@ -461,6 +461,19 @@ async fn findings_and_pattern_metrics_reach_a_real_collector() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let findings: Vec<Value> = serde_json::from_str(&http_get(&admin, "/findings").await).unwrap();
+    // /metrics counts what the export sent, and that it lost nothing.
+    let metrics = http_get(&admin, "/metrics").await;
+    let counter = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+    };
+    assert!(
+        counter("wirelint_otlp_records_sent_total") >= findings.len() as u64,
+        "{metrics}"
+    );
+    assert_eq!(counter("wirelint_otlp_records_dropped_total"), 0);
     let (took, status) = terminate(child);
     assert_eq!(status, 0);
     let logged: Vec<String> = logs.try_iter().collect();
@@ -639,9 +652,11 @@ async fn a_dead_collector_neither_blocks_nor_delays_shutdown() {
             held.push(conn);
         }
     });
+    let admin = format!("127.0.0.1:{}", common::free_port());
     let (child, uri, logs) = start(
         common::wirelint_command()
             .args(["proxy", "--listen", "127.0.0.1:0", "--upstream", &upstream])
+            .args(["--admin", &admin])
             .args(["--otlp-endpoint", &format!("http://{hole_addr}")]),
     );
     let began = Instant::now();
@@ -649,6 +664,17 @@ async fn a_dead_collector_neither_blocks_nor_delays_shutdown() {
     let worked = began.elapsed();
     // Long enough for a batch to be tried and fail.
     tokio::time::sleep(Duration::from_secs(4)).await;
+    // The loss shows on /metrics too.
+    let metrics = http_get(&admin, "/metrics").await;
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("wirelint_otlp_records_dropped_total ")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    assert!(dropped > 0, "{metrics}");
     let (took, status) = terminate(child);
     assert_eq!(status, 0);
     let logged: Vec<String> = logs.try_iter().collect();

@@ -72,7 +72,8 @@ const LATENCY_BUCKETS: [(&str, u64); 14] = [
 /// The whole exposition for one scrape: the counters as they are now and
 /// `report` (the analysis' view, rebuilt at most once a second).
 pub fn render_metrics(state: &AdminState, report: &Report) -> String {
-    let scrape = Scrape::new(state.stats.snapshot(), report);
+    let mut scrape = Scrape::new(state.stats.snapshot(), report);
+    scrape.otlp = state.otlp.as_deref();
     let mut out = String::with_capacity(4096);
     for family in FAMILIES {
         // Writing to a String cannot fail.
@@ -88,6 +89,8 @@ struct Scrape<'a> {
     report: &'a Report,
     namespaces: BTreeSet<&'a str>,
     patterns: BTreeSet<&'a str>,
+    /// The OTLP export's counters, when it runs.
+    otlp: Option<&'a super::otlp::Counters>,
 }
 
 impl<'a> Scrape<'a> {
@@ -106,6 +109,7 @@ impl<'a> Scrape<'a> {
             report,
             namespaces: busiest(by_namespace),
             patterns: busiest(by_pattern),
+            otlp: None,
         }
     }
 }
@@ -227,6 +231,18 @@ fn escape_label(out: &mut String, value: &str) {
 /// A family's one series, without labels.
 fn one(value: Value) -> Vec<Series> {
     vec![Series::new(Vec::new(), value)]
+}
+
+/// One of the OTLP export's counters, when it runs; no series otherwise.
+fn otlp(
+    scrape: &Scrape<'_>,
+    counter: fn(&super::otlp::Counters) -> &std::sync::atomic::AtomicU64,
+) -> Vec<Series> {
+    scrape.otlp.map_or_else(Vec::new, |c| {
+        one(Value::Count(
+            counter(c).load(std::sync::atomic::Ordering::Relaxed),
+        ))
+    })
 }
 
 /// One series per entry of `counts`, labelled `key`.
@@ -647,6 +663,24 @@ const FAMILIES: &[Family] = &[
         series: |s| one(Value::Real(s.report.counters.analysis_cpu.us_per_request / 1e6)),
     },
     Family {
+        name: "wirelint_otlp_records_sent_total",
+        kind: Kind::Counter,
+        help: "Findings sent to the OpenTelemetry Collector as log records (only with --otlp-endpoint).",
+        series: |s| otlp(s, |c| &c.records_sent),
+    },
+    Family {
+        name: "wirelint_otlp_records_dropped_total",
+        kind: Kind::Counter,
+        help: "Finding records the collector did not take (down, refusing): dropped, never retried (only with --otlp-endpoint).",
+        series: |s| otlp(s, |c| &c.records_dropped),
+    },
+    Family {
+        name: "wirelint_otlp_metric_exports_failed_total",
+        kind: Kind::Counter,
+        help: "Pattern metric exports the collector did not take (only with --otlp-endpoint).",
+        series: |s| otlp(s, |c| &c.metric_exports_failed),
+    },
+    Family {
         name: "wirelint_analysis_decode_errors_total",
         kind: Kind::Counter,
         help: "Messages the analysis skipped, by kind (too_deep: a request nested past the server's limit of 200 levels; invalid_bson, checksum_mismatch, bad_compressed, ...).",
@@ -797,7 +831,13 @@ mod tests {
             analysis.commands.insert("find".into(), 5);
             analysis.decode_errors.insert("too_deep", 2);
         }
-        let state = AdminState::new(stats, knowledge, "u".into(), None);
+        let state = AdminState::new(stats, knowledge, "u".into(), None).exporting_otlp();
+        state
+            .otlp
+            .as_ref()
+            .unwrap()
+            .records_dropped
+            .store(4, Relaxed);
         let mut report = state.report();
         report.counters.rule_panics.insert("R\"1".into(), 3);
         report
@@ -865,6 +905,8 @@ mod tests {
             "wirelint_commands_total{command=\"find\"} 5",
             "wirelint_forward_buffer_bytes 65536",
             "wirelint_analysis_analysed_ratio 1",
+            "wirelint_otlp_records_sent_total 0",
+            "wirelint_otlp_records_dropped_total 4",
             "wirelint_analysis_decode_errors_total{kind=\"too_deep\"} 2",
             "wirelint_rule_panics_total{rule=\"R\\\"1\"} 3",
             "wirelint_operations_total{namespace=\"d.c\",command=\"find\"} 2",

@@ -32,6 +32,8 @@ pub struct AdminState {
     pub token: Option<Arc<str>>,
     /// The last report the endpoints built, and when.
     snapshot: Arc<Mutex<Option<Snapshot>>>,
+    /// What the OTLP export sent and lost, when it runs.
+    pub otlp: Option<Arc<otlp::Counters>>,
 }
 
 /// A report and when it was built.
@@ -55,7 +57,15 @@ impl AdminState {
             upstream,
             token,
             snapshot: Arc::default(),
+            otlp: None,
         }
+    }
+
+    /// The same, with the counters of an OTLP export to come (which
+    /// `/metrics` then shows).
+    pub fn exporting_otlp(mut self) -> AdminState {
+        self.otlp = Some(Arc::default());
+        self
     }
 
     /// A report of everything learnt so far, built now.

@@ -171,7 +171,7 @@ pub fn start(
         endpoint: settings.endpoint.clone(),
         message,
     };
-    let counters = Arc::new(Counters::default());
+    let counters = state.otlp.clone().unwrap_or_default();
     let resource = Resource::builder_empty()
         .with_attributes([
             KeyValue::new("service.name", "wirelint"),

@@ -142,6 +142,11 @@ impl Proxy {
             upstream.clone(),
             settings.admin_token.as_deref().map(Arc::from),
         );
+        let observed = if settings.otlp.is_some() {
+            observed.exporting_otlp()
+        } else {
+            observed
+        };
         let admin_addr = match &settings.admin {
             Some(addr) => {
                 Some(crate::admin::serve(addr, observed.clone(), shutdown_rx.clone()).await?)
