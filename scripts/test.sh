@@ -6,7 +6,7 @@
 # (scripts/otelcol.sh: OTLP receiver and file exporter, built from the Go
 # module proxy, pinned by tests/otelcol/go.sum), pymongo and MongoEngine (PyPI),
 # the Node driver, Mongoose, mongosh and playwright-core (npm), Chromium,
-# HAProxy, socat and Prometheus (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
+# HAProxy, socat, Prometheus and valgrind (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
 # also installs pytest and pymongo from PyPI into a fresh virtual
 # environment), cargo-deny (crates.io). The Go driver and Spring Data
 # MongoDB applications of fixtures/realworld fetch their modules themselves
@@ -98,12 +98,12 @@ if [ "$(cat "$node/node_modules/.wirelint-lock" 2>/dev/null)" != "$lock" ]; then
   echo "$lock" >"$node/node_modules/.wirelint-lock"
 fi
 
-step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check), Prometheus and promtool (deploy/prometheus/, tests/fleet.rs)"
-if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check), Prometheus and promtool (deploy/prometheus/, tests/fleet.rs), valgrind (scripts/icount.sh)"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat prometheus >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat prometheus valgrind >/dev/null
 fi
 
 step "maturin" "(PyPI: scripts/wheel.sh builds the wheel and the release binary with it)"
@@ -222,6 +222,11 @@ fi
 step "benchmarks" "a few seconds as a smoke check (figures printed, nothing asserted)"
 cargo bench --locked --quiet --profile dev --features e2e --bench proxy -- --seconds 0.2 --rounds 1 --conns 1 --ferretdb-conns 1 --scale 100 | tail -4
 cargo bench --locked --quiet --profile dev --features e2e --bench analysis -- --sample-count 3 >/dev/null
+
+# Instructions per request/reply pair (callgrind) against
+# benches/icount-baseline.tsv: fails on a rise of more than 3 %.
+step "instruction counts" "the analysis per message under callgrind, against its baseline (scripts/icount.sh)"
+scripts/icount.sh
 
 step "testcontainers"
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
