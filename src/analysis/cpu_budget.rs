@@ -99,12 +99,22 @@ impl CpuBudget {
     /// sampling analysed during the window; once a window is complete,
     /// judges it, and returns the change it made to [`keep`](Self::keep).
     pub(super) fn judge(&self, analysed: u8, stats: &Stats) -> Option<CpuChange> {
+        self.judge_at(analysed, stats, process_cpu_nanos)
+    }
+
+    /// [`judge`](Self::judge), with the process's CPU clock given.
+    fn judge_at(
+        &self,
+        analysed: u8,
+        stats: &Stats,
+        process_clock: impl Fn() -> u64,
+    ) -> Option<CpuChange> {
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
         w.ticks += 1;
         if w.ticks < CPU_WINDOW_TICKS {
             return None;
         }
-        let (process, analysis) = (process_cpu_nanos(), stats.analysis_cpu_nanos.load(Relaxed));
+        let (process, analysis) = (process_clock(), stats.analysis_cpu_nanos.load(Relaxed));
         let (spent, took) = (
             process.saturating_sub(w.process),
             analysis.saturating_sub(w.analysis),
@@ -167,15 +177,15 @@ mod tests {
         let ms = |n: u64| n * 1_000_000;
         // A window in which wirelint spent `spent` and the analysis
         // `analysis`, `keep` connections in 64 analysed; its judgement.
+        // (The process clock is the test's own: other tests run beside
+        // this one, and the process may not have run 100 ms yet.)
+        let clock = std::cell::Cell::new(0u64);
+        budget.window.lock().unwrap().process = 0;
         let window = |analysis: u64, spent: u64, keep: u8| {
-            {
-                let mut w = budget.window.lock().unwrap();
-                w.process = process_cpu_nanos().saturating_sub(spent);
-                w.analysis = stats.analysis_cpu_nanos.load(Relaxed);
-            }
+            clock.set(clock.get() + spent);
             stats.analysis_cpu_nanos.fetch_add(analysis, Relaxed);
             (0..CPU_WINDOW_TICKS)
-                .map(|_| budget.judge(keep, &stats))
+                .map(|_| budget.judge_at(keep, &stats, || clock.get()))
                 .last()
                 .flatten()
         };
