@@ -62,6 +62,8 @@ pub struct Stats {
     /// CPU time the analysis threads have run (ns), as each adds its own
     /// at every tick (see `--analysis-cpu`).
     pub analysis_cpu_nanos: AtomicU64,
+    /// `--analysis-cpu`, in millionths of wirelint's CPU (0: no budget).
+    pub analysis_cpu_budget_ppm: AtomicU64,
     /// Bytes the forwarding buffers hold for large messages (see
     /// `proxy::buffer_budget::BufferBudget`).
     pub buffer_bytes: AtomicU64,
@@ -125,6 +127,8 @@ pub struct StatsSnapshot {
     pub analysis_sampling: u64,
     /// CPU time the analysis threads have run (ns).
     pub analysis_cpu_nanos: u64,
+    /// `--analysis-cpu` as a share of wirelint's CPU (0: no budget).
+    pub analysis_cpu_budget: f64,
     /// CPU time the whole process has run (ns): forwarding, analysis and
     /// the rest.
     pub process_cpu_nanos: u64,
@@ -176,6 +180,7 @@ impl Stats {
             analysis_shed: self.analysis_shed.load(Relaxed),
             analysis_sampling: self.analysis_sampling.load(Relaxed),
             analysis_cpu_nanos: self.analysis_cpu_nanos.load(Relaxed),
+            analysis_cpu_budget: self.analysis_cpu_budget_ppm.load(Relaxed) as f64 / 1e6,
             process_cpu_nanos: process_cpu_nanos(),
             analysed_requests: analysis
                 .messages

@@ -651,6 +651,12 @@ const FAMILIES: &[Family] = &[
         series: |s| one(Value::Real(s.report.counters.analysis_cpu.process_seconds)),
     },
     Family {
+        name: "wirelint_analysis_cpu_budget_ratio",
+        kind: Kind::Gauge,
+        help: "--analysis-cpu: the most of wirelint's CPU time the analysis may take (0: no budget).",
+        series: |s| one(Value::Real(s.stats.analysis_cpu_budget)),
+    },
+    Family {
         name: "wirelint_analysis_cpu_ratio",
         kind: Kind::Gauge,
         help: "The analysis's share of wirelint's CPU time since start (for a window: rate(wirelint_analysis_cpu_seconds_total) / rate(process_cpu_seconds_total)).",
@@ -1072,8 +1078,13 @@ mod tests {
     fn the_analysis_cost_is_exposed() {
         let (state, mut report) = sample_report();
         report.counters.analysis_cpu = crate::report::AnalysisCpu::new(0.5, 2.0, 250_000);
+        assert!(render_metrics(&state, &report)
+            .lines()
+            .any(|l| l == "wirelint_analysis_cpu_budget_ratio 0"));
+        state.stats.analysis_cpu_budget_ppm.store(100_000, Relaxed);
         let text = render_metrics(&state, &report);
         for line in [
+            "wirelint_analysis_cpu_budget_ratio 0.1",
             "wirelint_analysis_cpu_seconds_total 0.5",
             "process_cpu_seconds_total 2",
             "wirelint_analysis_cpu_ratio 0.25",

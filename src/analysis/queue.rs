@@ -79,6 +79,10 @@ impl AnalysisQueue {
         let workers = settings.workers.max(1);
         let floor = settings.min_sampling.min(engine::MAX_SAMPLING_LEVEL);
         stats.analysis_sampling.store(floor.into(), Relaxed);
+        if let Some(share) = settings.cpu_share {
+            let ppm = (share * 1e6).round() as u64;
+            stats.analysis_cpu_budget_ppm.store(ppm, Relaxed);
+        }
         log_settings(floor, settings.cpu_share);
         let per_shard = (settings.queue_capacity / workers).max(1);
         let queued_bytes = Arc::new(AtomicUsize::new(0));
@@ -396,6 +400,7 @@ mod tests {
             ..Settings::default()
         };
         let (queue, workers) = AnalysisQueue::start(&settings, stats.clone(), knowledge());
+        assert_eq!(stats.snapshot().analysis_cpu_budget, 0.10, "for /metrics");
         // The worker reports its CPU time at ticks.
         let deadline = Instant::now() + Duration::from_secs(5);
         while stats.analysis_cpu_nanos.load(Relaxed) == 0 && Instant::now() < deadline {
