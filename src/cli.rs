@@ -386,15 +386,14 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
                     (now.process_cpu_nanos - last.process_cpu_nanos) as f64 / 1e9,
                     now.analysed_requests - last.analysed_requests,
                 );
-                let messages = (now.requests_forwarded + now.replies_forwarded)
-                    - (last.requests_forwarded + last.replies_forwarded);
-                let missed = (now.analysis_shed + now.analysis_dropped)
-                    - (last.analysis_shed + last.analysis_dropped);
-                let analysed_share = if messages == 0 {
-                    1.0
-                } else {
-                    messages.saturating_sub(missed) as f64 / messages as f64
+                let mut interval = crate::report::Counters {
+                    requests: now.requests_forwarded - last.requests_forwarded,
+                    replies: now.replies_forwarded - last.replies_forwarded,
+                    analysis_shed: now.analysis_shed - last.analysis_shed,
+                    analysis_dropped: now.analysis_dropped - last.analysis_dropped,
+                    ..Default::default()
                 };
+                interval.set_analysed_share();
                 eprintln!(
                     "{}",
                     crate::report::live::summary_line(
@@ -404,7 +403,7 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
                         findings,
                         now.analysis_dropped,
                         &cost,
-                        analysed_share,
+                        interval.analysed_share,
                     )
                 );
                 last = now;

@@ -635,6 +635,20 @@ async fn nothing_is_sent_without_an_endpoint() {
     );
 }
 
+/// A collector that accepts connections, reads, and never answers: its
+/// address.
+async fn dead_collector() -> std::net::SocketAddr {
+    let hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = hole.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = hole.accept().await {
+            held.push(conn);
+        }
+    });
+    addr
+}
+
 /// A collector that accepts connections and never answers: findings are
 /// dropped and counted, wirelint says so, and shutdown is held up by the
 /// last export for at most about a second and a half.
@@ -643,15 +657,7 @@ async fn nothing_is_sent_without_an_endpoint() {
 async fn a_dead_collector_neither_blocks_nor_delays_shutdown() {
     let backend = Backend::shared();
     let upstream = strip_trace_sections(backend.addr()).await;
-    // Accepts, reads, never answers.
-    let hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hole_addr = hole.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = hole.accept().await {
-            held.push(conn);
-        }
-    });
+    let hole_addr = dead_collector().await;
     let admin = format!("127.0.0.1:{}", common::free_port());
     let (child, uri, logs) = start(
         common::wirelint_command()
@@ -700,14 +706,7 @@ async fn a_dead_collector_neither_blocks_nor_delays_shutdown() {
 async fn dropping_an_unstopped_proxy_does_not_wait_for_the_collector() {
     let backend = Backend::shared();
     let upstream = strip_trace_sections(backend.addr()).await;
-    let hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hole_addr = hole.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = hole.accept().await {
-            held.push(conn);
-        }
-    });
+    let hole_addr = dead_collector().await;
     let mut settings = common::settings(&upstream);
     settings.otlp = Some(wirelint::admin::otlp::Settings::new(format!(
         "http://{hole_addr}"

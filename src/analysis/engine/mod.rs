@@ -165,8 +165,10 @@ pub struct Engine {
     /// is charged to: the knowledge store's connections pool.
     pool: Arc<Pool>,
     /// The calls each invocation of the current message stands for: 1,
-    /// or more when its connection was sampled among others left out.
+    /// or more when its connection was sampled among others left out
+    /// (worked out from `keep`, the slots analysed, when it changes).
     weight: u64,
+    keep: u8,
     /// Data requests' origins by (shape id, comment hash).
     origins: Lru<(u64, u64), RequestOrigin>,
     /// Distinct shapes seen per comment (hash), to tell a request's name
@@ -194,6 +196,7 @@ impl Engine {
             comment_shapes: Lru::in_pool(MAX_ORIGINS, pool.clone(), budget::fixed),
             pool,
             weight: 1,
+            keep: KEEP_ALL,
         }
     }
 
@@ -201,6 +204,10 @@ impl Engine {
     /// 2^[`MAX_SAMPLING_LEVEL`] (64) are analysed, so each invocation seen
     /// stands for 64 / `keep`, rounded (a pattern's estimated calls).
     pub fn set_sampling(&mut self, keep: u8) {
+        if keep == self.keep {
+            return;
+        }
+        self.keep = keep;
         let all = u64::from(KEEP_ALL);
         let keep = u64::from(keep.max(1)).min(all);
         self.weight = (2 * all + keep) / (2 * keep);
