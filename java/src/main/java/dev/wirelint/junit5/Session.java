@@ -1,0 +1,376 @@
+package dev.wirelint.junit5;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.extension.ExtensionContext;
+
+/**
+ * The wirelint proxy of one test run: started once, in front of one
+ * upstream, and stopped when the JUnit engine closes its root store.
+ */
+final class Session implements ExtensionContext.Store.CloseableResource, AutoCloseable {
+  private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(Session.class);
+  private static final Pattern LISTENING = Pattern.compile("connect your application to mongodb://([^/\\s]+)/");
+  private static final Pattern FINDINGS = Pattern.compile("· (\\d+) findings?");
+  private static final long STARTUP_TIMEOUT_MS = 30_000;
+  private static final long STOP_TIMEOUT_MS = 30_000;
+
+  /** The session of the run in progress, for {@link Wirelint}'s static helpers. */
+  private static Session current;
+
+  private final Options options;
+  private final PrintStream out = System.out;
+  private final Map<String, String> previous = new LinkedHashMap<>();
+  private Path dir;
+  private Path binary;
+  private boolean extracted;
+  private Path report;
+  private Path log;
+  private Process process;
+  private String upstream;
+  private String uri;
+  private boolean closed;
+
+  private Session(Options options) {
+    this.options = options;
+  }
+
+  /** The run's session, made on first use and closed with the engine's root context. */
+  static Session of(ExtensionContext context) {
+    ExtensionContext root = context.getRoot();
+    Session session =
+        root.getStore(NAMESPACE)
+            .getOrComputeIfAbsent(
+                Session.class, k -> new Session(Options.read(root::getConfigurationParameter)), Session.class);
+    synchronized (Session.class) {
+      current = session;
+    }
+    return session;
+  }
+
+  static synchronized Session current() {
+    if (current == null || current.closed) {
+      throw new IllegalStateException(
+          "wirelint: no test run with the wirelint extension in progress: annotate the test class with"
+              + " @WirelintTest or @ExtendWith(WirelintExtension.class)");
+    }
+    return current;
+  }
+
+  Options options() {
+    return options;
+  }
+
+  /** Starts wirelint in front of the configured upstream, if there is one. */
+  synchronized void startConfigured() {
+    if (options.enabled && options.upstream != null) {
+      start(options.upstream, options.upstreamSource);
+    }
+  }
+
+  /** Starts wirelint in front of {@code upstream}, once; returns the URI to use instead. */
+  synchronized String start(String upstream, String source) {
+    if (!options.enabled) {
+      return upstream;
+    }
+    if (closed) {
+      throw new IllegalStateException("wirelint: the run's wirelint has stopped already");
+    }
+    if (process != null) {
+      if (!this.upstream.equals(upstream)) {
+        throw new IllegalStateException(
+            "wirelint: one wirelint per test run, already in front of another upstream; start the database once"
+                + " for the run (a static container shared by the test classes)");
+      }
+      return uri;
+    }
+    try {
+      dir = Files.createTempDirectory("wirelint-");
+      binary = binary();
+      report = options.report != null ? Paths.get(options.report).toAbsolutePath() : dir.resolve("report.json");
+      if (report.getParent() != null) {
+        Files.createDirectories(report.getParent());
+      }
+      log = dir.resolve("wirelint.log");
+      List<String> command = new ArrayList<>();
+      command.add(binary.toString());
+      command.add("proxy");
+      command.add("--listen");
+      command.add("127.0.0.1:0");
+      command.add("--upstream");
+      command.add(upstream);
+      command.add("--report");
+      command.add(report.toString());
+      command.add("--report-interval");
+      command.add("5s");
+      if (options.config != null) {
+        command.add("--config");
+        command.add(Paths.get(options.config).toAbsolutePath().toString());
+      }
+      if (options.showValues) {
+        command.add("--show-values");
+      }
+      ProcessBuilder builder = new ProcessBuilder(command);
+      builder.environment().putIfAbsent("RUST_LOG", "wirelint=info,warn");
+      builder.redirectErrorStream(true).redirectOutput(log.toFile()).redirectInput(ProcessBuilder.Redirect.PIPE);
+      process = builder.start();
+      process.getOutputStream().close();
+      Process started = process;
+      Runtime.getRuntime()
+          .addShutdownHook(
+              new Thread(
+                  () -> {
+                    if (started.isAlive()) {
+                      started.destroyForcibly();
+                    }
+                  },
+                  "wirelint-kill"));
+    } catch (IOException e) {
+      throw new IllegalStateException("wirelint: could not start " + binary + ": " + e.getMessage(), e);
+    }
+    long deadline = System.currentTimeMillis() + STARTUP_TIMEOUT_MS;
+    while (System.currentTimeMillis() < deadline) {
+      Matcher found = LISTENING.matcher(log());
+      if (found.find()) {
+        this.upstream = upstream;
+        uri = ClientUri.of(upstream, found.group(1));
+        for (String name : options.repointed()) {
+          previous.put(name, System.getProperty(name));
+          System.setProperty(name, uri);
+        }
+        out.println(
+            "wirelint: in front of the upstream from "
+                + source
+                + ", listening on "
+                + found.group(1)
+                + (options.repointed().isEmpty() ? "" : "; set " + String.join(", ", options.repointed()))
+                + "; report: "
+                + report);
+        return uri;
+      }
+      if (!process.isAlive()) {
+        String text = log();
+        process = null;
+        throw new IllegalStateException("wirelint exited with status " + exitValue() + ":\n" + text);
+      }
+      sleep(20);
+    }
+    process.destroyForcibly();
+    String text = log();
+    process = null;
+    throw new IllegalStateException("wirelint did not start listening within 30 s:\n" + text);
+  }
+
+  synchronized String uri() {
+    if (uri != null) {
+      return uri;
+    }
+    if (!options.enabled) {
+      throw new IllegalStateException("wirelint: wirelint.enabled=false: there is no wirelint URI");
+    }
+    throw new IllegalStateException(
+        "wirelint: no database to run in front of: set wirelint.upstream (junit-platform.properties or"
+            + " -Dwirelint.upstream=URI), WIRELINT_UPSTREAM, or wirelint.env=VAR, or call Wirelint.uri(upstream)");
+  }
+
+  /** The end of the run: stop wirelint, print and write its report, fail on findings. */
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    for (Map.Entry<String, String> e : previous.entrySet()) {
+      if (e.getValue() == null) {
+        System.clearProperty(e.getKey());
+      } else {
+        System.setProperty(e.getKey(), e.getValue());
+      }
+    }
+    if (!options.enabled) {
+      return;
+    }
+    try {
+      if (process == null) {
+        throw new IllegalStateException(uriProblem());
+      }
+      finish();
+    } finally {
+      if (extracted) {
+        try {
+          Files.deleteIfExists(binary);
+        } catch (IOException e) {
+          // A temporary file: left for the system to clean.
+        }
+      }
+    }
+  }
+
+  private String uriProblem() {
+    try {
+      uri();
+      return "wirelint: did not run";
+    } catch (IllegalStateException e) {
+      return e.getMessage() + " (wirelint ran in front of nothing)";
+    }
+  }
+
+  private void finish() {
+    process.destroy(); // SIGTERM: wirelint finishes in-flight requests and writes its final report
+    try {
+      if (!process.waitFor(STOP_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+        process.destroyForcibly();
+        process.waitFor();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      process.destroyForcibly();
+    }
+    out.println();
+    out.println("==================================== wirelint ====================================");
+    if (!Files.isRegularFile(report)) {
+      throw new IllegalStateException(
+          "wirelint wrote no report (it exited with status " + exitValue() + "); its log:\n" + log());
+    }
+    List<String> args = new ArrayList<>(List.of("report", "--format", "text"));
+    if (options.failOn != null) {
+      args.add("--fail-on");
+      args.add(options.failOn);
+    }
+    args.add(report.toString());
+    Result text = run(args, null);
+    if (text.status != 0 && text.status != 3) {
+      throw new IllegalStateException("wirelint report failed (status " + text.status + "): " + text.stderr);
+    }
+    out.print(text.stdout);
+    List<String> where = new ArrayList<>(List.of("report: " + report));
+    if (options.sarif != null) {
+      Path sarif = Paths.get(options.sarif).toAbsolutePath();
+      Result written = run(List.of("report", "--format", "sarif", report.toString()), sarif);
+      if (written.status != 0) {
+        throw new IllegalStateException("wirelint report --format sarif failed: " + written.stderr);
+      }
+      where.add("SARIF: " + sarif);
+    }
+    Matcher count = FINDINGS.matcher(text.stdout);
+    String findings = count.find() ? count.group(1) : "?";
+    out.println("wirelint: " + findings + " finding(s); " + String.join(", ", where));
+    out.flush();
+    if (text.status == 3) {
+      String message =
+          "wirelint: a finding reached wirelint.failOn="
+              + options.failOn
+              + " (see the findings above): the run fails, whatever the tests' results";
+      out.println(message);
+      out.flush();
+      throw new WirelintFindingsException(message);
+    }
+  }
+
+  private static final class Result {
+    int status;
+    String stdout = "";
+    String stderr = "";
+  }
+
+  private Result run(List<String> args, Path stdoutTo) {
+    List<String> command = new ArrayList<>();
+    command.add(binary.toString());
+    command.addAll(args);
+    Result result = new Result();
+    try {
+      Path err = Files.createTempFile(dir, "report-", ".err");
+      ProcessBuilder builder = new ProcessBuilder(command).redirectError(err.toFile());
+      if (stdoutTo != null) {
+        if (stdoutTo.getParent() != null) {
+          Files.createDirectories(stdoutTo.getParent());
+        }
+        builder.redirectOutput(stdoutTo.toFile());
+      }
+      Process p = builder.start();
+      p.getOutputStream().close();
+      if (stdoutTo == null) {
+        try (InputStream in = p.getInputStream()) {
+          result.stdout = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
+      }
+      result.status = p.waitFor();
+      result.stderr = Files.readString(err, StandardCharsets.UTF_8).trim();
+      return result;
+    } catch (IOException e) {
+      throw new IllegalStateException("wirelint: running " + command + ": " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("wirelint: interrupted running " + command, e);
+    }
+  }
+
+  /** The wirelint executable: wirelint.binary, WIRELINT_BINARY, else the one the jar carries. */
+  private Path binary() throws IOException {
+    String explicit = options.binary != null ? options.binary : System.getenv("WIRELINT_BINARY");
+    if (explicit != null && !explicit.isBlank()) {
+      Path path = Paths.get(explicit);
+      if (!Files.isExecutable(path)) {
+        throw new IllegalStateException(
+            "wirelint: "
+                + (options.binary != null ? "wirelint.binary" : "WIRELINT_BINARY")
+                + " names "
+                + explicit
+                + ", which is not an executable file");
+      }
+      return path;
+    }
+    try (InputStream in = Session.class.getResourceAsStream("bin/wirelint")) {
+      if (in == null) {
+        throw new IllegalStateException(
+            "wirelint: this wirelint-junit5 jar carries no wirelint binary: set WIRELINT_BINARY or"
+                + " wirelint.binary to one");
+      }
+      Path path = dir.resolve("wirelint");
+      Files.copy(in, path, StandardCopyOption.REPLACE_EXISTING);
+      if (!path.toFile().setExecutable(true, true)) {
+        throw new IllegalStateException("wirelint: cannot make " + path + " executable");
+      }
+      extracted = true;
+      return path;
+    }
+  }
+
+  private String log() {
+    try {
+      return Files.readString(log, StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      return "";
+    }
+  }
+
+  private String exitValue() {
+    try {
+      return String.valueOf(process.exitValue());
+    } catch (IllegalThreadStateException e) {
+      return "(running)";
+    }
+  }
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("wirelint: interrupted while starting", e);
+    }
+  }
+}
