@@ -1,0 +1,224 @@
+"use strict";
+// What the Jest and Vitest global setups share: read the options, start
+// wirelint in front of the suite's database and repoint the variable the
+// suite reads its URI from; at the end stop it, print what it saw, write
+// the files asked for, and say whether the run fails.
+
+const fs = require("node:fs");
+const path = require("node:path");
+const { Proxy, SEVERITIES, worst } = require("./index");
+
+/** The options: their key in package.json's "wirelint" object, their variable. */
+const OPTIONS = [
+  { key: "env", variable: "WIRELINT_ENV", what: "the environment variable the suite reads its MongoDB URI from (default MONGODB_URI)" },
+  { key: "upstream", variable: "WIRELINT_UPSTREAM", what: "the database to run wirelint in front of (default: the value of that variable)" },
+  { key: "failOn", variable: "WIRELINT_FAIL_ON", what: `fail the run when a finding at or above this level exists: ${SEVERITIES.join(", ")}` },
+  { key: "report", variable: "WIRELINT_REPORT", what: "write the JSON report here" },
+  { key: "sarif", variable: "WIRELINT_SARIF", what: "write the findings as SARIF 2.1.0 here" },
+  { key: "config", variable: "WIRELINT_CONFIG", what: "a wirelint.toml (partition keys, rule thresholds)" },
+  { key: "image", variable: "WIRELINT_IMAGE", what: "the MongoDB image started when there is no upstream (default mongo:7.0)" },
+  { key: "showValues", variable: "WIRELINT_SHOW_VALUES", what: "let findings carry example values from the traffic (true/false, default false)" },
+];
+const KEYS = OPTIONS.map((o) => o.key);
+const STATE = Symbol.for("wirelint.runner");
+
+/** A mistake in the options: the run stops before the tests. */
+class UsageError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "wirelint usage error";
+    // The message is the whole story: no stack trace under it.
+    this.stack = `${this.name}: ${message}`;
+  }
+}
+
+/** The run fails on its findings (every test may have passed). */
+class FindingsError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "wirelint";
+    this.stack = `${this.name}: ${message}`;
+  }
+}
+
+/** The nearest package.json from `dir` up, as [path, parsed] or null. */
+function nearestPackageJson(dir) {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    const file = path.join(d, "package.json");
+    if (fs.existsSync(file)) {
+      try {
+        return [file, JSON.parse(fs.readFileSync(file, "utf8"))];
+      } catch (e) {
+        throw new UsageError(`${file} is not valid JSON: ${e.message}`);
+      }
+    }
+    if (path.dirname(d) === d) return null;
+  }
+}
+
+/**
+ * The options, validated: the `WIRELINT_*` variables first, then the
+ * "wirelint" object of the project's package.json. Relative paths are
+ * taken from the project's root. Throws a UsageError naming the option.
+ */
+function loadOptions(root, env = process.env) {
+  root = path.resolve(root || process.cwd());
+  const found = nearestPackageJson(root);
+  let fromFile = {};
+  let where = "package.json";
+  if (found && found[1] && found[1].wirelint !== undefined) {
+    where = `${found[0]} "wirelint"`;
+    fromFile = found[1].wirelint;
+    if (fromFile === null || typeof fromFile !== "object" || Array.isArray(fromFile)) {
+      throw new UsageError(`${where} must be an object with the keys ${KEYS.join(", ")}`);
+    }
+    for (const key of Object.keys(fromFile)) {
+      if (!KEYS.includes(key)) {
+        throw new UsageError(`${where}: unknown option "${key}"; the options are ${KEYS.join(", ")}`);
+      }
+    }
+  }
+
+  const options = { root };
+  for (const { key, variable } of OPTIONS) {
+    let value;
+    let source;
+    if (env[variable] !== undefined && env[variable] !== "") {
+      value = env[variable];
+      source = variable;
+    } else if (fromFile[key] !== undefined) {
+      value = fromFile[key];
+      source = `${where}.${key}`;
+    } else {
+      continue;
+    }
+    options[key] = check(key, value, source);
+  }
+  options.env = options.env || "MONGODB_URI";
+  for (const key of ["report", "sarif", "config"]) {
+    if (options[key]) options[key] = path.resolve(root, options[key]);
+  }
+  if (options.config && !fs.existsSync(options.config)) {
+    throw new UsageError(`config: no such file: ${options.config}`);
+  }
+  return options;
+}
+
+function check(key, value, source) {
+  if (key === "showValues") {
+    if (typeof value === "boolean") return value;
+    if (typeof value === "string" && /^(true|1|yes|on)$/i.test(value)) return true;
+    if (typeof value === "string" && /^(false|0|no|off)$/i.test(value)) return false;
+    throw new UsageError(`${source} must be true or false, not ${JSON.stringify(value)}`);
+  }
+  if (typeof value !== "string" || value.trim() === "") {
+    throw new UsageError(`${source} must be a non-empty string, not ${JSON.stringify(value)}`);
+  }
+  if (key === "failOn" && !SEVERITIES.includes(value)) {
+    throw new UsageError(`${source} must be one of ${SEVERITIES.join(", ")}, not ${JSON.stringify(value)}`);
+  }
+  if (key === "env" && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(value)) {
+    throw new UsageError(`${source} must be an environment variable's name, not ${JSON.stringify(value)}`);
+  }
+  if (key === "upstream" && !/^mongodb(\+srv)?:\/\//.test(value)) {
+    throw new UsageError(`${source} must be a mongodb:// or mongodb+srv:// connection string`);
+  }
+  return value;
+}
+
+/** Starts a MongoDB container with @testcontainers/mongodb; resolves to its URI. */
+async function startContainer(options, state) {
+  let module;
+  try {
+    const resolved = require.resolve("@testcontainers/mongodb", { paths: [options.root, __dirname] });
+    module = require(resolved);
+  } catch (e) {
+    if (e && e.code !== "MODULE_NOT_FOUND") throw e;
+    throw new UsageError(
+      `no database to run in front of: ${options.env} is not set. Set it to your test database's URI ` +
+        `(or set WIRELINT_UPSTREAM, or "upstream" in package.json "wirelint"), or ` +
+        "`npm install --save-dev @testcontainers/mongodb` to have a MongoDB container started (needs a Docker engine)",
+    );
+  }
+  const image = options.image || "mongo:7.0";
+  let container;
+  try {
+    container = await new module.MongoDBContainer(image).start();
+  } catch (e) {
+    throw new UsageError(
+      `no database to run in front of: ${options.env} is not set, and the MongoDB container (${image}) ` +
+        `could not be started — is a Docker engine running? (${String((e && e.message) || e).split("\n")[0]})`,
+    );
+  }
+  state.container = container;
+  const uri = container.getConnectionString();
+  // The container is a one-member replica set that names itself by an
+  // address only reachable inside it: connect to it directly.
+  return uri.includes("?") ? uri : `${uri.replace(/\/?$/, "/")}?directConnection=true`;
+}
+
+/**
+ * Starts wirelint for a run and points the suite's variable at it.
+ * Resolves to the state `finish` takes.
+ */
+async function start(root) {
+  const options = loadOptions(root);
+  const state = { options, proxy: null, container: null, previous: process.env[options.env] };
+  let upstream = options.upstream || process.env[options.env];
+  if (upstream) check("upstream", upstream, options.upstream ? "upstream" : options.env);
+  if (!upstream) upstream = await startContainer(options, state);
+  const args = options.showValues ? ["--show-values"] : [];
+  state.proxy = new Proxy(upstream, { report: options.report, config: options.config, args });
+  try {
+    process.env[options.env] = await state.proxy.start();
+  } catch (e) {
+    await stopContainer(state);
+    throw new Error(`wirelint did not start: ${e.message}`);
+  }
+  globalThis[STATE] = state;
+  return state;
+}
+
+async function stopContainer(state) {
+  if (state.container) {
+    const container = state.container;
+    state.container = null;
+    await container.stop();
+  }
+}
+
+/**
+ * Stops wirelint, prints the access-pattern table and the findings, writes
+ * the SARIF file when asked, and throws a FindingsError when a finding
+ * reaches failOn. `write` prints (default: stdout).
+ */
+async function finish(state = globalThis[STATE], write = (text) => process.stdout.write(text)) {
+  if (!state || !state.proxy) return;
+  if (globalThis[STATE] === state) delete globalThis[STATE];
+  const { options, proxy } = state;
+  if (state.previous === undefined) delete process.env[options.env];
+  else process.env[options.env] = state.previous;
+  let report;
+  try {
+    report = await proxy.stop();
+  } catch (e) {
+    throw new Error(`wirelint wrote no report (${e.message}); its log:\n${proxy.log()}`);
+  } finally {
+    await stopContainer(state);
+  }
+  write(`\n── wirelint ──\n${proxy.render("text")}`);
+  const where = [`report: ${proxy.reportPath}`];
+  if (options.sarif) {
+    fs.mkdirSync(path.dirname(options.sarif), { recursive: true });
+    fs.writeFileSync(options.sarif, proxy.render("sarif"));
+    where.push(`SARIF: ${options.sarif}`);
+  }
+  const findings = report.findings || [];
+  write(`wirelint: ${findings.length} finding(s); ${where.join(", ")}\n`);
+  const found = worst(report);
+  if (options.failOn && found && SEVERITIES.indexOf(found) >= SEVERITIES.indexOf(options.failOn)) {
+    throw new FindingsError(`a finding of severity ${found} reached failOn ${options.failOn}: the run fails`);
+  }
+}
+
+module.exports = { OPTIONS, UsageError, FindingsError, loadOptions, start, finish };

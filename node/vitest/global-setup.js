@@ -1,0 +1,29 @@
+"use strict";
+// Vitest globalSetup: starts wirelint in front of the suite's database and
+// points the suite's variable (MONGODB_URI unless told otherwise) at it
+// before the test files run; at the end stops it, prints the access-pattern
+// table and the findings, writes the SARIF file when asked, and fails the
+// run when a finding reaches failOn.
+//
+//   // vitest.config.js
+//   export default { test: { globalSetup: ["wirelint/vitest"] } };
+
+const runner = require("../lib/runner");
+
+async function setup(project) {
+  const root = (project && project.config && project.config.root) || process.cwd();
+  const state = await runner.start(root);
+  return async function teardown() {
+    try {
+      await runner.finish(state);
+    } catch (e) {
+      // Vitest logs an error thrown here but keeps the exit status: set it.
+      if (!process.exitCode) process.exitCode = 1;
+      if (!(e instanceof runner.FindingsError)) throw e;
+      process.stderr.write(`\n${e.stack}\n`);
+    }
+  };
+}
+
+module.exports = setup;
+module.exports.default = setup;
