@@ -1,0 +1,211 @@
+//! The JUnit 5 extension and the Spring Boot example, as a Maven user gets
+//! them: `java/` installed into the local Maven repository (the jar carries
+//! the release binary that scripts/test.sh builds), then the example suite
+//! `examples/spring-boot/` run with `mvn test` against FerretDB through the
+//! extension. With the front page resolving each post's author through
+//! `@DocumentReference` the run fails on `wirelint.failOn=warning` though
+//! every test passes; with the authors fetched in one batch it passes. The
+//! printed findings, the SARIF file and a bad option's error are checked.
+
+mod common;
+
+use common::Backend;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(command: &mut Command) -> Output {
+    let out = command.output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    eprintln!("{:?}\n{}{}", command, text(&out.stdout), text(&out.stderr));
+    out
+}
+
+/// Maven, without the variables `cargo test` sets for a test (nothing here
+/// should look like a Cargo build) and without the ones that would
+/// override what the test chooses.
+fn mvn(dir: &Path) -> Command {
+    let mut command = Command::new(std::env::var("WIRELINT_MVN").unwrap_or_else(|_| "mvn".into()));
+    command
+        .current_dir(dir)
+        .env_remove("WIRELINT_BINARY")
+        .env_remove("WIRELINT_UPSTREAM")
+        .env_remove("MAVEN_ARGS")
+        .args(["-B", "-ntp", "-Dstyle.color=never"]);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_") || name.starts_with("RUSTC") {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
+/// `mvn test` in the example, through wirelint in front of `upstream`:
+/// (exit status, everything Maven printed).
+fn mvn_test(suite: &Path, upstream: &str, args: &[&str]) -> (i32, String) {
+    // What a previous run left must not pass for this one's.
+    let _ = std::fs::remove_dir_all(suite.join("target/surefire-reports"));
+    let _ = std::fs::remove_file(suite.join("target/wirelint.sarif"));
+    let out = run(mvn(suite)
+        .arg("test")
+        .arg(format!("-Dwirelint.upstream={upstream}"))
+        .args(args));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The value of `name="…"` in the first `<testsuite …>` tag of a surefire
+/// report.
+fn attribute(xml: &str, name: &str) -> String {
+    let tag = &xml[xml.find("<testsuite ").unwrap()..];
+    let tag = &tag[..tag.find('>').unwrap()];
+    let start = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+    tag[start..][..tag[start..].find('"').unwrap()].to_string()
+}
+
+/// (tests, failures + errors) of each of the example's test classes, from
+/// surefire's reports: what the tests themselves did, whatever wirelint
+/// made of the run.
+fn test_classes(suite: &Path) -> Vec<(String, u32, u32)> {
+    let mut classes = Vec::new();
+    for entry in std::fs::read_dir(suite.join("target/surefire-reports")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("TEST-dev.wirelint.example.") && name.ends_with(".xml") {
+            let xml = std::fs::read_to_string(&path).unwrap();
+            let count = |a: &str| attribute(&xml, a).parse::<u32>().unwrap();
+            classes.push((
+                attribute(&xml, "name"),
+                count("tests"),
+                count("failures") + count("errors"),
+            ));
+        }
+    }
+    classes.sort();
+    classes
+}
+
+fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(suite.join("target/wirelint.sarif")).unwrap();
+    let sarif: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    sarif["runs"][0]["results"].as_array().unwrap().clone()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "e2e"),
+    ignore = "e2e: needs FerretDB, Maven, Maven Central, the release binary"
+)]
+fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
+    let root = common::manifest_dir();
+    assert!(
+        root.join("target/release/wirelint").is_file(),
+        "the extension's jar carries target/release/wirelint: cargo build --release first"
+    );
+
+    // The extension, into the local Maven repository, with its unit tests.
+    let install = run(mvn(&root.join("java")).args(["-q", "install"]));
+    assert!(install.status.success(), "mvn install in java/ failed");
+
+    // A copy of the example, so that its outputs stay out of the tree.
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("spring-boot");
+    copy_tree(&root.join("examples/spring-boot"), &suite);
+
+    let upstream = Backend::shared().uri();
+
+    // The front page with @DocumentReference: every test passes, the N+1
+    // fails the run.
+    let (status, out) = mvn_test(&suite, &upstream, &[]);
+    assert_ne!(status, 0, "{out}");
+    let classes = test_classes(&suite);
+    assert_eq!(
+        classes,
+        [
+            ("dev.wirelint.example.blog.FrontPageTest".to_string(), 2, 0),
+            ("dev.wirelint.example.blog.PostsTest".to_string(), 2, 0),
+        ],
+        "{out}"
+    );
+    // One wirelint for the run, shared by both test classes.
+    assert_eq!(
+        out.matches("wirelint: in front of the upstream from wirelint.upstream")
+            .count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains("=== wirelint ==="),
+        "the findings' section: {out}"
+    );
+    assert!(
+        out.contains("WL401 n-plus-one · blog.authors · warning"),
+        "{out}"
+    );
+    assert!(out.contains("blog.posts → blog.authors._id"), "{out}");
+    assert!(
+        out.contains("wirelint: a finding reached wirelint.failOn=warning"),
+        "{out}"
+    );
+    // The failure is the engine's, not a test's.
+    assert!(out.contains("<<< FAILURE! -- in JUnit Jupiter"), "{out}");
+    let results = sarif_results(&suite);
+    let rules: Vec<_> = results.iter().map(|r| r["ruleId"].clone()).collect();
+    assert!(rules.contains(&"WL401".into()), "{results:?}");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(suite.join("target/wirelint-report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["schema"], "wirelint.report/1");
+    assert!(
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["rule"] == "WL401" && f["namespace"] == "blog.authors"),
+        "{report}"
+    );
+
+    // The same page with the authors in one findAllById, chosen by a
+    // property alone: the run passes, with nothing to report.
+    let (status, out) = mvn_test(&suite, &upstream, &["-Dblog.authors=batched"]);
+    assert_eq!(status, 0, "{out}");
+    assert!(
+        out.contains("Tests run: 4, Failures: 0, Errors: 0, Skipped: 0"),
+        "{out}"
+    );
+    assert!(out.contains("wirelint: 0 finding(s)"), "{out}");
+    assert!(!out.contains("WL401"), "{out}");
+    assert!(sarif_results(&suite).is_empty());
+
+    // A bad level is an error naming the option and the levels.
+    let (status, out) = mvn_test(&suite, &upstream, &["-Dwirelint.failOn=sometimes"]);
+    assert_ne!(status, 0, "{out}");
+    assert!(
+        out.contains(
+            "wirelint: wirelint.failOn must be one of info, warning, error, not \"sometimes\""
+        ),
+        "{out}"
+    );
+}
