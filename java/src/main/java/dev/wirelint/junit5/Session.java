@@ -178,8 +178,8 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     if (uri != null) {
       return uri;
     }
-    if (!options.enabled) {
-      throw new IllegalStateException("wirelint: wirelint.enabled=false: there is no wirelint URI");
+    if (!options.enabled && options.upstream != null) {
+      return options.upstream;
     }
     throw new IllegalStateException(
         "wirelint: no database to run in front of: set wirelint.upstream (junit-platform.properties or"

@@ -25,7 +25,8 @@ public final class Wirelint {
   /**
    * The connection string to use instead of the upstream's: wirelint, in
    * front of the configured upstream ({@code wirelint.upstream},
-   * {@code WIRELINT_UPSTREAM} or {@code wirelint.env}).
+   * {@code WIRELINT_UPSTREAM} or {@code wirelint.env}). With
+   * {@code wirelint.enabled=false}, that upstream itself.
    */
   public static String uri() {
     return Session.current().uri();
