@@ -137,7 +137,7 @@ async function startContainer(options, state) {
     throw new UsageError(
       `no database to run in front of: ${options.env} is not set. Set it to your test database's URI ` +
         `(or set WIRELINT_UPSTREAM, or "upstream" in package.json "wirelint"), or ` +
-        "`npm install --save-dev @testcontainers/mongodb` to have a MongoDB container started (needs a Docker engine)",
+        "`npm install --save-dev @testcontainers/mongodb` to have a MongoDB container started (needs a Docker engine). No test was run",
     );
   }
   const image = options.image || "mongo:7.0";
@@ -147,14 +147,17 @@ async function startContainer(options, state) {
   } catch (e) {
     throw new UsageError(
       `no database to run in front of: ${options.env} is not set, and the MongoDB container (${image}) ` +
-        `could not be started — is a Docker engine running? (${String((e && e.message) || e).split("\n")[0]})`,
+        `could not be started — is a Docker engine running? (${String((e && e.message) || e).split("\n")[0]}). ` +
+        "No test was run",
     );
   }
   state.container = container;
-  const uri = container.getConnectionString();
   // The container is a one-member replica set that names itself by an
-  // address only reachable inside it: connect to it directly.
-  return uri.includes("?") ? uri : `${uri.replace(/\/?$/, "/")}?directConnection=true`;
+  // address only reachable inside it: wirelint connects to it directly.
+  const [base, query] = container.getConnectionString().split("?");
+  const params = (query ? query.split("&") : []).filter((o) => !/^directConnection=/i.test(o));
+  params.push("directConnection=true");
+  return `${base.replace(/\/?$/, "/")}?${params.join("&")}`;
 }
 
 /**
