@@ -1,0 +1,496 @@
+//! The npm package and its Jest and Vitest global setups, as a user gets
+//! them: the tarball packed by `scripts/npm-pack.sh` (the binary inside),
+//! installed beside the example suites `examples/jest/` and
+//! `examples/vitest/` (their own dependencies from their lock files, with
+//! `npm ci`), each run against FerretDB with `MONGODB_URI` pointing at it,
+//! as the suite would run without wirelint.
+//!
+//! With the front page's N+1 the run fails though every test passes, the
+//! output names WL401 and its namespace, and the SARIF file carries it;
+//! with the N+1 switched off (`BLOG_AUTHORS=batched`, no test changes) the
+//! run passes with nothing to report; a bad option stops the run before
+//! any test with a message naming it. The bin shim is checked on its own:
+//! arguments, output, exit status, signals, `WIRELINT_BINARY`.
+//!
+//! Without `MONGODB_URI` the setups start MongoDB with
+//! `@testcontainers/mongodb`: that needs a Docker engine, so its test is
+//! `#[ignore]`d and runs only with `--ignored` (it fails, rather than
+//! pass, where no engine answers).
+
+mod common;
+
+use common::Backend;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn run(command: &mut Command) -> Output {
+    let out = command.output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    eprintln!("{:?}\n{}{}", command, text(&out.stdout), text(&out.stderr));
+    out
+}
+
+/// The tarball, packed once per test binary. Without the variables `cargo
+/// test` sets for a test (ring's build script watches CARGO_MANIFEST_DIR):
+/// with them, a missing release binary would be built from scratch twice.
+fn tarball() -> &'static Path {
+    static TARBALL: OnceLock<PathBuf> = OnceLock::new();
+    TARBALL.get_or_init(|| {
+        let mut pack = Command::new("bash");
+        pack.arg(common::manifest_dir().join("scripts/npm-pack.sh"));
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+            {
+                pack.env_remove(name.as_ref());
+            }
+        }
+        let out = run(&mut pack);
+        assert!(out.status.success(), "scripts/npm-pack.sh failed");
+        let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        assert!(
+            path.is_file() && path.to_string_lossy().ends_with("wirelint-0.1.0.tgz"),
+            "{path:?}"
+        );
+        path
+    })
+}
+
+/// `npm ARGS --prefer-offline --no-audit --no-fund` in `dir`. npm's cache
+/// makes a second run fast; but where the lock files carry no tarball URLs
+/// (`omit-lockfile-registry-resolved`) a stale cached package list can lack
+/// a version the lock names, so a failure is retried online once.
+fn npm(dir: &Path, args: &[&str]) {
+    let command = |offline: bool| {
+        let mut c = Command::new("npm");
+        c.current_dir(dir)
+            .args(args)
+            .args(["--no-audit", "--no-fund"]);
+        if offline {
+            c.arg("--prefer-offline");
+        }
+        c
+    };
+    if run(&mut command(true)).status.success() {
+        return;
+    }
+    eprintln!("npm {args:?} failed with --prefer-offline: again, online");
+    assert!(
+        run(&mut command(false)).status.success(),
+        "npm {args:?} failed"
+    );
+}
+
+#[derive(Clone, Copy)]
+enum Runner {
+    Jest,
+    Vitest,
+}
+
+impl Runner {
+    fn example(self) -> &'static str {
+        match self {
+            Runner::Jest => "jest",
+            Runner::Vitest => "vitest",
+        }
+    }
+
+    /// The database of the front page's test file (`posts.test.js` uses
+    /// this name with `_posts`).
+    fn db(self) -> &'static str {
+        match self {
+            Runner::Jest => "blog_jest",
+            Runner::Vitest => "blog_vitest",
+        }
+    }
+
+    fn command(self, suite: &Path) -> Command {
+        let mut c = Command::new("npx");
+        match self {
+            // Its own cache, empty at first: with no timings from earlier
+            // runs Jest runs the two files in worker processes.
+            Runner::Jest => c
+                .args(["--no", "--", "jest", "--cacheDirectory"])
+                .arg(suite.join(".jest-cache")),
+            Runner::Vitest => c.args(["--no", "--", "vitest", "run"]),
+        };
+        c
+    }
+
+    /// How many tests passed and how many there were, from the runner's
+    /// own summary line; None when it printed none (no test ran).
+    fn tests(self, out: &str) -> Option<(u32, u32)> {
+        let line = out.lines().find(|l| match self {
+            Runner::Jest => l.starts_with("Tests:"),
+            Runner::Vitest => l.trim_start().starts_with("Tests "),
+        })?;
+        let number_before = |word: &str| -> u32 {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words
+                .iter()
+                .position(|w| w.trim_end_matches(',') == word)
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| words[i].parse().ok())
+                .unwrap_or(0)
+        };
+        let total = match self {
+            // "Tests:       1 failed, 2 passed, 3 total"
+            Runner::Jest => number_before("total"),
+            // "      Tests  1 failed | 2 passed (3)"
+            Runner::Vitest => line
+                .rsplit('(')
+                .next()
+                .and_then(|t| t.trim_end_matches(')').trim().parse().ok())
+                .unwrap_or(0),
+        };
+        Some((number_before("passed"), total))
+    }
+}
+
+/// A copy of the example with its locked dependencies and the tarball
+/// installed: what a user has after `npm ci` and `npm install wirelint`.
+/// `extra` are further packages installed with it (in one command: a
+/// later `npm install` would remove what an earlier one added unsaved).
+fn prepare(runner: Runner, dir: &Path, extra: &[&str]) -> PathBuf {
+    let suite = dir.join(runner.example());
+    std::fs::create_dir(&suite).unwrap();
+    let example = common::manifest_dir()
+        .join("examples")
+        .join(runner.example());
+    for entry in std::fs::read_dir(&example).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_file()
+            && (name.ends_with(".js") || name.ends_with(".json"))
+            && !name.starts_with("wirelint")
+        {
+            std::fs::copy(&path, suite.join(&name)).unwrap();
+        }
+    }
+    assert!(suite.join("package-lock.json").is_file());
+    npm(&suite, &["ci"]);
+    // --no-save: the lock stays as committed; wirelint is not in it.
+    let mut install = vec!["install", "--no-save", tarball().to_str().unwrap()];
+    install.extend_from_slice(extra);
+    npm(&suite, &install);
+    suite
+}
+
+struct Run {
+    status: i32,
+    out: String,
+}
+
+/// Runs the suite as CI would, with `MONGODB_URI` (unless None) and
+/// `env`; the files a run writes are removed first.
+fn run_suite(runner: Runner, suite: &Path, uri: Option<&str>, env: &[(&str, &str)]) -> Run {
+    for file in ["wirelint.sarif", "wirelint-report.json"] {
+        let _ = std::fs::remove_file(suite.join(file));
+    }
+    let mut command = runner.command(suite);
+    command.current_dir(suite);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("WIRELINT_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env_remove("MONGODB_URI")
+        .env_remove("BLOG_AUTHORS")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .env("CI", "true");
+    if let Some(uri) = uri {
+        command.env("MONGODB_URI", uri);
+    }
+    command.envs(env.iter().copied());
+    let began = Instant::now();
+    let out = run(&mut command);
+    eprintln!(
+        "-- {} {:?} took {:.1} s",
+        runner.example(),
+        env,
+        began.elapsed().as_secs_f64()
+    );
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        // Jest prints its summary on stderr, Vitest on stdout: both,
+        // stdout first.
+        out: String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr),
+    }
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
+    let sarif = json(&suite.join("wirelint.sarif"));
+    assert_eq!(sarif["version"], "2.1.0");
+    sarif["runs"][0]["results"].as_array().unwrap().clone()
+}
+
+/// The namespaces of every access pattern in the JSON report.
+fn report_namespaces(suite: &Path) -> Vec<String> {
+    let report = json(&suite.join("wirelint-report.json"));
+    assert_eq!(report["schema"], "wirelint.report/1");
+    let mut found: Vec<String> = report["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["namespaces"].as_array().unwrap().iter())
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
+    let began = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let suite = prepare(runner, dir.path(), &[]);
+    eprintln!(
+        "-- {}: installed in {:.1} s",
+        runner.example(),
+        began.elapsed().as_secs_f64()
+    );
+    let uri = Backend::shared().uri();
+    let db = runner.db();
+    let front = format!("{db}.posts");
+    let posts = format!("{db}_posts.posts");
+
+    // With the N+1: every test passes, the run fails on WL401.
+    let r = run_suite(runner, &suite, Some(&uri), &[]);
+    assert_ne!(r.status, 0, "{}", r.out);
+    assert_eq!(
+        runner.tests(&r.out),
+        Some((3, 3)),
+        "every test passed: {}",
+        r.out
+    );
+    assert!(
+        r.out.contains(&format!("WL401 n-plus-one · {db}.users")),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("reached failOn warning: the run fails"),
+        "{}",
+        r.out
+    );
+    let results = sarif_results(&suite);
+    assert!(
+        results.iter().any(
+            |r| r["ruleId"] == "WL401" && r["properties"]["namespace"] == format!("{db}.users")
+        ),
+        "{results:#?}"
+    );
+    // Nothing on the clean page; what else there is comes from the N+1
+    // (WL402 chatty-request on the front page's own pattern).
+    for result in &results {
+        let namespace = result["properties"]["namespace"].as_str().unwrap();
+        assert!(namespace.starts_with(&format!("{db}.")), "{result:#?}");
+    }
+    // Both test files went through wirelint: each one's worker had the
+    // repointed MONGODB_URI.
+    let seen = report_namespaces(&suite);
+    assert!(seen.contains(&front) && seen.contains(&posts), "{seen:?}");
+
+    // The same suite without the N+1: the run passes, nothing reported.
+    let r = run_suite(runner, &suite, Some(&uri), &[("BLOG_AUTHORS", "batched")]);
+    assert_eq!(r.status, 0, "{}", r.out);
+    assert_eq!(runner.tests(&r.out), Some((3, 3)), "{}", r.out);
+    assert!(r.out.contains("wirelint: 0 finding(s)"), "{}", r.out);
+    assert!(!r.out.contains("WL401"), "{}", r.out);
+    assert_eq!(sarif_results(&suite), Vec::<serde_json::Value>::new());
+    let seen = report_namespaces(&suite);
+    assert!(seen.contains(&front) && seen.contains(&posts), "{seen:?}");
+
+    // Bad options stop the run before any test, naming the option.
+    let stopped = |r: &Run, message: &str| {
+        assert_ne!(r.status, 0, "{}", r.out);
+        assert!(
+            r.out.contains(message),
+            "expected {message:?} in: {}",
+            r.out
+        );
+        assert_eq!(runner.tests(&r.out), None, "no test ran: {}", r.out);
+        assert!(
+            !r.out.contains("names every author"),
+            "no test ran: {}",
+            r.out
+        );
+        assert!(!suite.join("wirelint-report.json").exists());
+    };
+    let r = run_suite(
+        runner,
+        &suite,
+        Some(&uri),
+        &[("WIRELINT_FAIL_ON", "sometimes")],
+    );
+    stopped(
+        &r,
+        r#"WIRELINT_FAIL_ON must be one of info, warning, error, not "sometimes""#,
+    );
+    let r = run_suite(runner, &suite, None, &[]);
+    stopped(&r, "no database to run in front of: MONGODB_URI is not set");
+
+    let manifest = suite.join("package.json");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    let mut edited: serde_json::Value = serde_json::from_str(&original).unwrap();
+    edited["wirelint"]["fail_on"] = "error".into();
+    std::fs::write(&manifest, edited.to_string()).unwrap();
+    let r = run_suite(runner, &suite, Some(&uri), &[]);
+    stopped(
+        &r,
+        r#""wirelint": unknown option "fail_on"; the options are env, upstream, failOn, report, sarif, config, image, showValues"#,
+    );
+    std::fs::write(&manifest, original).unwrap();
+
+    eprintln!(
+        "-- {}: {:.1} s in all",
+        runner.example(),
+        began.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "e2e"),
+    ignore = "e2e: needs FerretDB, npm registry, release binary"
+)]
+fn jest_global_setup_fails_the_run_on_an_anti_pattern() {
+    the_suite_fails_on_the_n_plus_one_and_passes_without(Runner::Jest);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "e2e"),
+    ignore = "e2e: needs FerretDB, npm registry, release binary"
+)]
+fn vitest_global_setup_fails_the_run_on_an_anti_pattern() {
+    the_suite_fails_on_the_n_plus_one_and_passes_without(Runner::Vitest);
+}
+
+/// The `wirelint` command the package installs, unpacked from the
+/// tarball: run against a stand-in binary (`WIRELINT_BINARY`), it passes
+/// the arguments, the output and the exit status through, and a SIGTERM
+/// it gets reaches the binary; run alone, it is the bundled binary.
+#[test]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs the release binary and npm")]
+fn the_bin_shim_runs_the_bundled_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(run(Command::new("tar")
+        .arg("xzf")
+        .arg(tarball())
+        .arg("-C")
+        .arg(dir.path()))
+    .status
+    .success());
+    let shim = dir.path().join("package/bin/wirelint.js");
+    let shim_command = || {
+        let mut c = Command::new(&shim);
+        c.env_remove("WIRELINT_BINARY");
+        c
+    };
+
+    let out = run(shim_command().arg("--version"));
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "wirelint 0.1.0"
+    );
+    // A failing command fails the same way through the shim.
+    let missing = dir.path().join("missing.json");
+    let direct = run(Command::new(dir.path().join("package/native/wirelint"))
+        .arg("report")
+        .arg(&missing));
+    let through = run(shim_command().arg("report").arg(&missing));
+    assert_ne!(direct.status.code(), Some(0));
+    assert_eq!(through.status.code(), direct.status.code());
+    assert_eq!(through.stderr, direct.stderr);
+
+    // A stand-in: echoes its arguments, exits 7, or 9 on SIGTERM.
+    let fake = dir.path().join("fake-wirelint");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nif [ \"$1\" = wait ]; then trap 'echo got TERM; exit 9' TERM; echo ready; \
+         while :; do sleep 0.05; done; fi\necho \"args: $*\"\nexit 7\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = run(shim_command()
+        .env("WIRELINT_BINARY", &fake)
+        .args(["a b", "c"]));
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "args: a b c\n");
+
+    let mut child = shim_command()
+        .env("WIRELINT_BINARY", &fake)
+        .arg("wait")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut line = [0u8; 6];
+    std::io::Read::read_exact(&mut stdout, &mut line).unwrap();
+    assert_eq!(&line, b"ready\n");
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the shim did not end on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(rest, "got TERM\n", "the signal reached the binary");
+    assert_eq!(status.code(), Some(9));
+}
+
+/// No `MONGODB_URI`: the setup starts MongoDB with @testcontainers/mongodb
+/// (an optional peer dependency) and runs wirelint in front of it.
+#[test]
+#[ignore = "needs a Docker engine: run with --ignored where `docker info` answers"]
+fn without_a_uri_testcontainers_starts_mongodb() {
+    let docker = Command::new("docker").arg("info").output();
+    assert!(
+        docker.is_ok_and(|o| o.status.success()),
+        "no Docker engine answers `docker info`: this test cannot run here (not passed)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // 11.x: the last line that runs on Node 20.
+    let suite = prepare(
+        Runner::Jest,
+        dir.path(),
+        &["@testcontainers/mongodb@11.9.0"],
+    );
+    let r = run_suite(Runner::Jest, &suite, None, &[]);
+    assert_ne!(r.status, 0, "{}", r.out);
+    assert_eq!(Runner::Jest.tests(&r.out), Some((3, 3)), "{}", r.out);
+    assert!(
+        r.out.contains("WL401 n-plus-one · blog_jest.users"),
+        "{}",
+        r.out
+    );
+}
