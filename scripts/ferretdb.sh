@@ -4,9 +4,22 @@
 #
 #   scripts/ferretdb.sh install           build it if missing; print the binary's path
 #   scripts/ferretdb.sh path              print the binary's path (exit 1 if not built)
-#   scripts/ferretdb.sh start PORT DIR [--handler sqlite|postgresql] [FERRETDB FLAGS…]
+#   scripts/ferretdb.sh start PORT DIR [--postgresql] [FERRETDB FLAGS…]
 #                                         run it in the foreground on 127.0.0.1:PORT,
-#                                         state and SQLite data under DIR
+#                                         state and data under DIR: SQLite by
+#                                         default; with --postgresql, a PostgreSQL
+#                                         cluster of its own under DIR (or the one
+#                                         $FERRETDB_POSTGRESQL_URL names)
+#   scripts/ferretdb.sh postgresql PORT DIR
+#                                         run a PostgreSQL server in the foreground
+#                                         on 127.0.0.1:PORT, its cluster under DIR
+#                                         (created on first use; user postgres,
+#                                         trusted on loopback, no durability)
+#
+# PostgreSQL is Debian's server (apt-get install postgresql; scripts/test.sh
+# installs it). Pick its port below the ephemeral range (32768-60999), where
+# a client's outgoing connection cannot have taken it. As root, the server
+# runs as the `postgres` user: PostgreSQL refuses to run as root.
 #
 # Cache: $WIRELINT_CACHE (default ~/.cache/wirelint). Telemetry is always off.
 #
@@ -50,25 +63,96 @@ install() {
   echo "$BIN"
 }
 
+pg_bindir() {
+  local dir
+  dir=$(pg_config --bindir 2>/dev/null) || true
+  [ -x "$dir/initdb" ] || dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -x "$dir/initdb" ] || die "PostgreSQL's server is not installed (apt-get install postgresql)"
+  echo "$dir"
+}
+
+# postgresql PORT DIR: the server in the foreground (exec: a signal to this
+# process reaches PostgreSQL itself).
+postgresql() {
+  [ $# -eq 2 ] || die "usage: ferretdb.sh postgresql PORT DIR"
+  local port=$1 dir=$2 bin as=()
+  bin=$(pg_bindir)
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres: "$dir"
+    chmod 700 "$dir"
+    as=(setpriv --reuid=postgres --regid=postgres --init-groups --)
+    "${as[@]}" test -x "$dir" || die "the postgres user cannot reach $dir: put the cluster where it can (every parent directory needs o+x)"
+  fi
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    "${as[@]}" "$bin/initdb" --pgdata="$dir" --username=postgres --auth=trust \
+      --encoding=UTF8 --locale=C.UTF-8 --no-sync >"$dir.initdb.log" 2>&1 \
+      || { cat "$dir.initdb.log" >&2; die "initdb failed (output above)"; }
+  fi
+  # Tests and trials only: no fsync, no unix socket, loopback only.
+  exec "${as[@]}" "$bin/postgres" -D "$dir" -p "$port" -c listen_addresses=127.0.0.1 \
+    -c unix_socket_directories= -c fsync=off -c synchronous_commit=off \
+    -c full_page_writes=off -c max_connections=400
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 start() {
-  [ $# -ge 2 ] || die "usage: ferretdb.sh start PORT DIR [--handler sqlite|postgresql] [FLAGS…]"
+  [ $# -ge 2 ] || die "usage: ferretdb.sh start PORT DIR [--postgresql] [FLAGS…]"
   local port=$1 dir=$2 handler=sqlite
   shift 2
-  if [ "${1:-}" = "--handler" ]; then handler=$2; shift 2; fi
+  case "${1:-}" in
+    --postgresql) handler=postgresql; shift ;;
+    --handler) handler=$2; shift 2 ;;
+  esac
   install >/dev/null
   mkdir -p "$dir/data" "$dir/state"
   local args=(--listen-addr="127.0.0.1:$port" --state-dir="$dir/state" --debug-addr=127.0.0.1:0 --telemetry=disable)
   case "$handler" in
-    sqlite) args+=(--handler=sqlite --sqlite-url="file:$dir/data/") ;;
-    postgresql) args+=(--handler=postgresql --postgresql-url="${FERRETDB_POSTGRESQL_URL:-postgres://127.0.0.1:5432/ferretdb}") ;;
+    sqlite) exec "$BIN" "${args[@]}" --handler=sqlite --sqlite-url="file:$dir/data/" "$@" ;;
+    postgresql) ;;
     *) die "unknown handler '$handler' (sqlite or postgresql)" ;;
   esac
-  exec "$BIN" "${args[@]}" "$@"
+  local url=${FERRETDB_POSTGRESQL_URL:-}
+  pg_pid= fd_pid=
+  if [ -z "$url" ]; then
+    local pg_port
+    pg_port=$(pick_pg_port)
+    "$0" postgresql "$pg_port" "$dir/postgresql" &
+    pg_pid=$!
+    # Whatever ends this script ends both servers.
+    trap 'kill $fd_pid $pg_pid 2>/dev/null; wait' EXIT
+    trap 'exit 143' INT TERM
+    local tries=0
+    until "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$pg_port" -U postgres; do
+      kill -0 "$pg_pid" 2>/dev/null || die "PostgreSQL did not start"
+      tries=$((tries + 1)); [ $tries -lt 300 ] || die "PostgreSQL did not answer within 30 s"
+      sleep 0.1
+    done
+    "$(pg_bindir)/psql" -q -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres \
+      -c "SELECT 1 FROM pg_database WHERE datname = 'ferretdb'" -t | grep -q 1 \
+      || "$(pg_bindir)/createdb" -h 127.0.0.1 -p "$pg_port" -U postgres ferretdb
+    url="postgres://postgres@127.0.0.1:$pg_port/ferretdb"
+  fi
+  "$BIN" "${args[@]}" --handler=postgresql --postgresql-url="$url" "$@" &
+  fd_pid=$!
+  wait $fd_pid
+}
+
+# A free port in 20000-32767: below the ephemeral range.
+pick_pg_port() {
+  local p
+  for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 12768))
+    if port_free "$p"; then echo "$p"; return; fi
+  done
+  die "no free port for PostgreSQL in 20000-32767"
 }
 
 case "${1:-}" in
   install) install ;;
   path) [ -x "$BIN" ] && echo "$BIN" || die "not built yet: run scripts/ferretdb.sh install" ;;
   start) shift; start "$@" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  postgresql) shift; postgresql "$@" ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

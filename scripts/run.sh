@@ -7,7 +7,9 @@
 # first starts a local FerretDB (SQLite handler, data under .wirelint/) on
 # 127.0.0.1:27017 (or a free port), building FerretDB on first use, and stops
 # it again when wirelint exits. wirelint listens on 127.0.0.1:27018 unless
-# --listen says otherwise. Ctrl-C stops both.
+# --listen says otherwise. Ctrl-C stops both. WIRELINT_BACKEND=postgresql
+# puts that FerretDB on a PostgreSQL server of its own instead (Debian's
+# postgresql package; data under .wirelint/ferretdb/postgresql).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,14 +43,21 @@ if [ -z "$have_upstream" ]; then
   fi
   scripts/ferretdb.sh install >/dev/null
   mkdir -p .wirelint
-  scripts/ferretdb.sh start "$port" "$PWD/.wirelint/ferretdb" --log-level=warn >.wirelint/ferretdb.log 2>&1 &
+  storage=()
+  case "${WIRELINT_BACKEND:-sqlite}" in
+    sqlite) ;;
+    postgresql) storage=(--postgresql) ;;
+    *) echo "run.sh: WIRELINT_BACKEND=$WIRELINT_BACKEND: expected sqlite or postgresql" >&2; exit 2 ;;
+  esac
+  scripts/ferretdb.sh start "$port" "$PWD/.wirelint/ferretdb" "${storage[@]}" --log-level=warn >.wirelint/ferretdb.log 2>&1 &
   ferret_pid=$!
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do
     port_free "$port" || break
     kill -0 "$ferret_pid" 2>/dev/null || { cat .wirelint/ferretdb.log >&2; echo "run.sh: FerretDB did not start (log above)" >&2; exit 1; }
     sleep 0.05
   done
-  echo "run.sh: FerretDB v1.24.2 (SQLite, data in .wirelint/ferretdb) on 127.0.0.1:$port" >&2
+  if [ ${#storage[@]} -gt 0 ]; then what="on PostgreSQL, its cluster"; else what="SQLite, data"; fi
+  echo "run.sh: FerretDB v1.24.2 ($what in .wirelint/ferretdb) on 127.0.0.1:$port" >&2
   args+=(--upstream "mongodb://127.0.0.1:$port/")
 fi
 

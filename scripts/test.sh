@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: the unit and in-process tests (what `cargo test` alone
-# runs) and the end-to-end suites (`--features e2e`). Installs what the
+# runs) and the end-to-end suites (`--features e2e`); the real-driver,
+# scenario, real-world and failover suites twice, with FerretDB on SQLite
+# and on PostgreSQL (WIRELINT_BACKEND=postgresql). Installs what the
 # end-to-end suites need first, each install skipped when already done:
 # FerretDB v1.24.2 (scripts/ferretdb.sh), an OpenTelemetry Collector
 # (scripts/otelcol.sh: OTLP receiver and file exporter, built from the Go
 # module proxy, pinned by tests/otelcol/go.sum), pymongo and MongoEngine (PyPI),
 # the Node driver, Mongoose, mongosh and playwright-core (npm), Chromium,
-# HAProxy, socat, Prometheus and valgrind (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
+# HAProxy, socat, Prometheus, valgrind and PostgreSQL (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
 # also installs pytest and pymongo from PyPI into a fresh virtual
 # environment), cargo-deny (crates.io). The Go driver and Spring Data
 # MongoDB applications of fixtures/realworld fetch their modules themselves
@@ -98,13 +100,15 @@ if [ "$(cat "$node/node_modules/.wirelint-lock" 2>/dev/null)" != "$lock" ]; then
   echo "$lock" >"$node/node_modules/.wirelint-lock"
 fi
 
-step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check), Prometheus and promtool (deploy/prometheus/, tests/fleet.rs), valgrind (scripts/icount.sh)"
-if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then
+step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check), Prometheus and promtool (deploy/prometheus/, tests/fleet.rs), valgrind (scripts/icount.sh), PostgreSQL (FerretDB's second storage)"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 || ! [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat prometheus valgrind >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat prometheus valgrind postgresql >/dev/null
 fi
+# Debian starts a cluster of its own on 5432 on installation: the tests
+# start their own servers (scripts/ferretdb.sh postgresql) and need none.
 
 step "maturin" "(PyPI: scripts/wheel.sh builds the wheel and the release binary with it)"
 if ! python3 -m maturin --version >/dev/null 2>&1; then
@@ -163,14 +167,19 @@ else
   rm -rf "$logs"
   mkdir -p "$logs"
   # One test binary, its output to its log; a line when it ends.
+  # A job is a test binary, or TEST@postgresql: that binary again with
+  # every FerretDB on PostgreSQL instead of SQLite (WIRELINT_BACKEND).
   run_one() {
-    local job=$1 name args began=$SECONDS status=0
+    local job=$1 name args began=$SECONDS status=0 storage=sqlite
     case $job in
+      *@postgresql) storage=postgresql ;;
+    esac
+    case ${job%@*} in
       unit) name=unit args=(--lib --bins) ;;
       doc) name=doc args=(--doc) ;;
-      *) name=$job args=(--test "$job") ;;
+      *) name=$job args=(--test "${job%@*}") ;;
     esac
-    cargo test --locked --features e2e "${args[@]}" >"$TEST_LOGS/$name.log" 2>&1 || status=$?
+    WIRELINT_BACKEND=$storage cargo test --locked --features e2e "${args[@]}" >"$TEST_LOGS/$name.log" 2>&1 || status=$?
     local took=$((SECONDS - began))
     local result
     # The sum over the job's binaries (--lib --bins is two).
@@ -182,7 +191,9 @@ else
   export -f run_one
   export TEST_LOGS=$logs
   # The slowest first, so that the lanes end together.
-  first=(realworld scenarios soak python_plugin hostile_analysis drivers failover analysis_e2e faults proxy_e2e dashboard bad_input)
+  # The real-driver, scenario, real-world and failover suites run on both
+  # of FerretDB's storages.
+  first=(realworld realworld@postgresql hostile_analysis scenarios scenarios@postgresql soak python_plugin drivers drivers@postgresql failover failover@postgresql analysis_e2e faults proxy_e2e dashboard bad_input)
   jobs=("${first[@]}")
   for f in tests/*.rs; do
     t=$(basename "$f" .rs)

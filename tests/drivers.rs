@@ -41,6 +41,29 @@ fn pymongo(args: &[&str]) -> String {
     )
 }
 
+/// The suites run on each of FerretDB's storages (`WIRELINT_BACKEND`,
+/// scripts/test.sh): this shows the one asked for is the one written to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
+async fn the_backend_stores_where_wirelint_backend_says() {
+    let backend = Backend::shared();
+    let proxy = common::proxy(&backend.uri()).await;
+    let client = common::client(&proxy.connection_string()).await;
+    assert!(!backend.storage_holds("storage_check"));
+    client
+        .database("storage_check")
+        .collection::<mongodb::bson::Document>("c")
+        .insert_one(mongodb::bson::doc! {"a": 1})
+        .await
+        .unwrap();
+    assert!(
+        backend.storage_holds("storage_check"),
+        "WIRELINT_BACKEND={:?}: the insert is not in that storage",
+        std::env::var("WIRELINT_BACKEND").unwrap_or_default()
+    );
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, pymongo, Node")]
 async fn pymongo_crud_through_wirelint_matches_direct() {

@@ -151,7 +151,7 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
     Outcome {
         failure,
         name,
-        expected: expected.len(),
+        expected: expected.len() - comparison.gaps.len(),
         found: comparison.found,
         unexpected: comparison.unexpected.len(),
     }

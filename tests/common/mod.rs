@@ -59,9 +59,167 @@ pub struct BackendOptions {
     pub user: Option<(String, String)>,
 }
 
-/// A FerretDB process (SQLite handler) in a temporary directory. It is
-/// started under a small shell that kills it when the test process's end of
-/// its stdin closes, so no FerretDB outlives the tests, even on a crash.
+/// Which storage FerretDB runs on: `WIRELINT_BACKEND=postgresql` puts every
+/// FerretDB of the test binary on PostgreSQL (one server per test binary,
+/// one database per FerretDB); unset or `sqlite`, on SQLite files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    Sqlite,
+    Postgresql,
+}
+
+pub fn storage() -> Storage {
+    match std::env::var("WIRELINT_BACKEND").as_deref() {
+        Err(_) | Ok("") | Ok("sqlite") => Storage::Sqlite,
+        Ok("postgresql") => Storage::Postgresql,
+        Ok(other) => panic!("WIRELINT_BACKEND={other}: expected sqlite or postgresql"),
+    }
+}
+
+/// A PostgreSQL server for this test binary (`scripts/ferretdb.sh
+/// postgresql`), watched like FerretDB so that it ends with the tests.
+struct Postgresql {
+    port: u16,
+    dir: PathBuf,
+    _watcher: Child,
+    _stdin: Option<ChildStdin>,
+}
+
+impl Postgresql {
+    fn shared() -> &'static Postgresql {
+        static PG: OnceLock<Postgresql> = OnceLock::new();
+        PG.get_or_init(|| {
+            // Under /tmp and readable: as root the server runs as `postgres`,
+            // which must reach its directory. A static is never dropped:
+            // the server ends with this process (its watcher's stdin
+            // closes), and the next test binary removes what is left.
+            remove_stale_clusters();
+            let dir = std::env::temp_dir().join(format!("wirelint-pg-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let port = free_port_below_ephemeral();
+            let args = vec![
+                manifest_dir()
+                    .join("scripts/ferretdb.sh")
+                    .display()
+                    .to_string(),
+                "postgresql".to_string(),
+                port.to_string(),
+                dir.join("cluster").display().to_string(),
+            ];
+            let (watcher, stdin) =
+                spawn_watched(Path::new("bash"), &args, &dir.join("postgresql.log"));
+            let pg = Postgresql {
+                port,
+                dir,
+                _watcher: watcher,
+                _stdin: stdin,
+            };
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !pg.query("SELECT 1").status.success() {
+                assert!(
+                    Instant::now() < deadline,
+                    "PostgreSQL did not answer on port {port} within 60 s; its log:\n{}",
+                    std::fs::read_to_string(pg.dir.join("postgresql.log")).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            pg
+        })
+    }
+
+    fn query(&self, sql: &str) -> std::process::Output {
+        Command::new(pg_bindir().join("psql"))
+            .args([
+                "-q",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-c",
+                sql,
+            ])
+            .arg("-p")
+            .arg(self.port.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .expect("running psql")
+    }
+
+    /// A new, empty database: one per FerretDB, as a SQLite directory is.
+    fn new_database(&self) -> String {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let name = format!(
+            "ferretdb_{}",
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let out = self.query(&format!("CREATE DATABASE {name}"));
+        assert!(
+            out.status.success(),
+            "CREATE DATABASE {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+/// The clusters of test processes that have ended.
+fn remove_stale_clusters() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("wirelint-pg-")) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+fn pg_bindir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new("pg_config").arg("--bindir").output();
+        match out {
+            Ok(out) if out.status.success() => {
+                PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            }
+            _ => panic!(
+                "WIRELINT_BACKEND=postgresql needs PostgreSQL's server: apt-get install postgresql"
+            ),
+        }
+    })
+}
+
+/// A free port in 20000–32767, below the ephemeral range, where no
+/// outgoing connection can take it between this check and the server's
+/// bind.
+fn free_port_below_ephemeral() -> u16 {
+    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    for _ in 0..500 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let port = 20000 + ((x >> 33) % 12768) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 20000-32767 for PostgreSQL");
+}
+
+/// A FerretDB process in a temporary directory, on SQLite files or, with
+/// `WIRELINT_BACKEND=postgresql`, on a database of its own in the test
+/// binary's PostgreSQL server. It is started under a small shell that kills
+/// it when the test process's end of its stdin closes, so no FerretDB
+/// outlives the tests, even on a crash.
 pub struct Backend {
     pub port: u16,
     pub tls_port: Option<u16>,
@@ -69,15 +227,31 @@ pub struct Backend {
     stdin: Option<ChildStdin>,
     dir: tempfile::TempDir,
     args: Vec<String>,
+    /// The PostgreSQL database it stores in (`WIRELINT_BACKEND=postgresql`).
+    postgresql: Option<String>,
 }
 
 impl Backend {
     pub fn start(options: BackendOptions) -> Backend {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
+        let postgresql = match storage() {
+            Storage::Sqlite => None,
+            Storage::Postgresql => Some(Postgresql::shared().new_database()),
+        };
+        let handler = match &postgresql {
+            None => [
+                "--handler=sqlite".to_string(),
+                format!("--sqlite-url=file:{}/", dir.path().display()),
+            ],
+            Some(url) => [
+                "--handler=postgresql".to_string(),
+                format!("--postgresql-url={url}"),
+            ],
+        };
         let mut args = vec![
-            "--handler=sqlite".to_string(),
-            format!("--sqlite-url=file:{}/", dir.path().display()),
+            handler[0].clone(),
+            handler[1].clone(),
             format!("--state-dir={}", dir.path().display()),
             format!("--listen-addr=127.0.0.1:{port}"),
             "--debug-addr=127.0.0.1:0".to_string(),
@@ -104,7 +278,8 @@ impl Backend {
             args.push("--setup-database=admin".to_string());
             args.push("--test-enable-new-auth".to_string());
         }
-        let (watcher, stdin) = spawn_watched(&args, &dir.path().join("ferretdb.log"));
+        let (watcher, stdin) =
+            spawn_watched(ferretdb_bin(), &args, &dir.path().join("ferretdb.log"));
         let backend = Backend {
             port,
             tls_port,
@@ -112,6 +287,7 @@ impl Backend {
             stdin,
             dir,
             args,
+            postgresql,
         };
         backend.wait_ready(port);
         if let Some(p) = tls_port {
@@ -149,6 +325,25 @@ impl Backend {
         format!("mongodb://127.0.0.1:{}/", self.port)
     }
 
+    /// Whether the storage this FerretDB was started on holds the MongoDB
+    /// database `db`: its SQLite file, or its schema in PostgreSQL.
+    pub fn storage_holds(&self, db: &str) -> bool {
+        match &self.postgresql {
+            None => self.dir.path().join(format!("{db}.sqlite")).exists(),
+            Some(url) => {
+                let out = Command::new(pg_bindir().join("psql"))
+                    .args(["-tA", "-d", url, "-c"])
+                    .arg(format!(
+                        "SELECT count(*) FROM information_schema.schemata WHERE schema_name = '{db}'"
+                    ))
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("running psql");
+                String::from_utf8_lossy(&out.stdout).trim() == "1"
+            }
+        }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("ferretdb.log")).unwrap_or_default()
     }
@@ -174,22 +369,26 @@ impl Backend {
     /// `crash`).
     pub fn restart(&mut self) {
         self.stop("TERM");
-        let (watcher, stdin) = spawn_watched(&self.args, &self.dir.path().join("ferretdb.log"));
+        let (watcher, stdin) = spawn_watched(
+            ferretdb_bin(),
+            &self.args,
+            &self.dir.path().join("ferretdb.log"),
+        );
         self.watcher = watcher;
         self.stdin = stdin;
         self.wait_ready(self.port);
     }
 }
 
-/// FerretDB under a small shell that kills it (with the signal written to
-/// its stdin, SIGTERM when stdin just closes) — so no FerretDB outlives the
-/// tests, even when the test process crashes.
-fn spawn_watched(args: &[String], log: &Path) -> (Child, Option<ChildStdin>) {
+/// A server (FerretDB, PostgreSQL) under a small shell that kills it (with
+/// the signal written to its stdin, SIGTERM when stdin just closes) — so no
+/// server outlives the tests, even when the test process crashes.
+fn spawn_watched(program: &Path, args: &[String], log: &Path) -> (Child, Option<ChildStdin>) {
     let mut watcher = Command::new("sh")
         .arg("-c")
         .arg(r#""$@" >>"$FERRETDB_LOG" 2>&1 & child=$!; read sig; kill -"${sig:-TERM}" $child 2>/dev/null; wait $child"#)
         .arg("sh")
-        .arg(ferretdb_bin())
+        .arg(program)
         .args(args)
         .env("FERRETDB_LOG", log)
         .stdin(Stdio::piped())
