@@ -41,6 +41,13 @@ class FindingsError extends Error {
   }
 }
 
+/** An error whose message says all: printed without a stack trace. */
+function plain(message) {
+  const e = new Error(message);
+  e.stack = message;
+  return e;
+}
+
 /** The nearest package.json from `dir` up, as [path, parsed] or null. */
 function nearestPackageJson(dir) {
   for (let d = path.resolve(dir); ; d = path.dirname(d)) {
@@ -80,6 +87,7 @@ function loadOptions(root, env = process.env) {
   }
 
   const options = { root };
+  const sources = {};
   for (const { key, variable } of OPTIONS) {
     let value;
     let source;
@@ -93,13 +101,14 @@ function loadOptions(root, env = process.env) {
       continue;
     }
     options[key] = check(key, value, source);
+    sources[key] = source;
   }
   options.env = options.env || "MONGODB_URI";
   for (const key of ["report", "sarif", "config"]) {
     if (options[key]) options[key] = path.resolve(root, options[key]);
   }
   if (options.config && !fs.existsSync(options.config)) {
-    throw new UsageError(`config: no such file: ${options.config}`);
+    throw new UsageError(`${sources.config}: no such file: ${options.config}`);
   }
   return options;
 }
@@ -176,7 +185,7 @@ async function start(root) {
     process.env[options.env] = await state.proxy.start();
   } catch (e) {
     await stopContainer(state);
-    throw new Error(`wirelint did not start: ${e.message}`);
+    throw plain(`wirelint did not start: ${e.message}`);
   }
   globalThis[STATE] = state;
   return state;
@@ -205,7 +214,7 @@ async function finish(state = globalThis[STATE], write = (text) => process.stdou
   try {
     report = await proxy.stop();
   } catch (e) {
-    throw new Error(`wirelint wrote no report (${e.message}); its log:\n${proxy.log()}`);
+    throw plain(`wirelint wrote no report (${e.message}); its log:\n${proxy.log()}`);
   } finally {
     await stopContainer(state);
   }
