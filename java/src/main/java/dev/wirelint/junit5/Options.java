@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.net.URL;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.Enumeration;
 import java.util.LinkedHashMap;
@@ -183,10 +182,5 @@ final class Options {
 
   static ExtensionConfigurationException bad(String message) {
     return new ExtensionConfigurationException("wirelint: " + message);
-  }
-
-  @Override
-  public String toString() {
-    return Arrays.asList(enabled, upstreamSource, properties, failOn, report, sarif, config, showValues).toString();
   }
 }

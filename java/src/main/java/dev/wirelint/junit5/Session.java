@@ -21,6 +21,9 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  * The wirelint proxy of one test run: started once, in front of one
  * upstream, and stopped when the JUnit engine closes its root store.
  */
+// CloseableResource is deprecated from JUnit 5.13 on, where an AutoCloseable
+// in the store is closed too; before 5.13 only a CloseableResource is.
+@SuppressWarnings("deprecation")
 final class Session implements ExtensionContext.Store.CloseableResource, AutoCloseable {
   private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(Session.class);
   private static final Pattern LISTENING = Pattern.compile("connect your application to mongodb://([^/\\s]+)/");
@@ -68,10 +71,6 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
               + " @WirelintTest or @ExtendWith(WirelintExtension.class)");
     }
     return current;
-  }
-
-  Options options() {
-    return options;
   }
 
   /** Starts wirelint in front of the configured upstream, if there is one. */
@@ -241,6 +240,12 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     }
     out.println();
     out.println("==================================== wirelint ====================================");
+    String status = exitValue();
+    // 143: the status it ends with on SIGTERM, as a process killed by it would.
+    if (!status.equals("0") && !status.equals("143")) {
+      out.println("wirelint: the proxy ended with status " + status + " before the end of the run; its log:");
+      out.println(log());
+    }
     if (!Files.isRegularFile(report)) {
       throw new IllegalStateException(
           "wirelint wrote no report (it exited with status " + exitValue() + "); its log:\n" + log());
