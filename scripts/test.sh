@@ -8,9 +8,12 @@
 # (scripts/otelcol.sh: OTLP receiver and file exporter, built from the Go
 # module proxy, pinned by tests/otelcol/go.sum), pymongo and MongoEngine (PyPI),
 # the Node driver, Mongoose, mongosh and playwright-core (npm), Chromium,
-# HAProxy, socat, Prometheus, valgrind and PostgreSQL (Debian, apt-get), maturin (PyPI; tests/python_plugin.rs
-# also installs pytest and pymongo from PyPI into a fresh virtual
-# environment), cargo-deny (crates.io). The Go driver and Spring Data
+# HAProxy, socat, Prometheus, valgrind and PostgreSQL (Debian, apt-get),
+# maturin (PyPI; tests/python_plugin.rs also installs pytest and pymongo from
+# PyPI into a fresh virtual environment; tests/node_runners.rs installs the
+# Jest and Vitest examples' dependencies from npm with `npm ci`;
+# tests/junit.rs installs java/ into ~/.m2 and fetches Spring Boot from
+# Maven Central on first use), cargo-deny (crates.io). The Go driver and Spring Data
 # MongoDB applications of fixtures/realworld fetch their modules themselves
 # on first run (`go run`: the Go module proxy, pinned by go.sum; `mvn`:
 # Maven Central, pinned in each pom.xml).
@@ -192,8 +195,10 @@ else
   export TEST_LOGS=$logs
   # The slowest first, so that the lanes end together.
   # The real-driver, scenario, real-world and failover suites run on both
-  # of FerretDB's storages.
-  first=(realworld realworld@postgresql hostile_analysis scenarios scenarios@postgresql soak python_plugin drivers drivers@postgresql failover failover@postgresql analysis_e2e faults proxy_e2e dashboard bad_input)
+  # of FerretDB's storages. The two real-world runs are apart: on a fresh
+  # machine the first fetches the Maven and Go modules, and Maven 3.8 does
+  # not lock its local repository against a second build at once.
+  first=(realworld hostile_analysis realworld@postgresql scenarios scenarios@postgresql soak junit node_runners python_plugin drivers drivers@postgresql failover failover@postgresql analysis_e2e faults proxy_e2e dashboard bad_input)
   jobs=("${first[@]}")
   for f in tests/*.rs; do
     t=$(basename "$f" .rs)
@@ -242,7 +247,9 @@ scripts/icount.sh
 step "testcontainers"
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
   cargo test --locked --features e2e --test testcontainers -- --ignored
+  # The npm package's setups without MONGODB_URI: @testcontainers/mongodb.
+  cargo test --locked --features e2e --test node_runners -- --ignored
 else
   echo "testcontainers: SKIPPED, not passed: no Docker engine answers 'docker info' on this machine." >&2
-  echo "                (tests/testcontainers.rs stays 'ignored'; it runs where Docker is available)" >&2
+  echo "                (tests/testcontainers.rs and node_runners' container test stay 'ignored'; they run where Docker is available)" >&2
 fi
