@@ -183,15 +183,26 @@ fn remove_stale_clusters() {
 fn pg_bindir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = Command::new("pg_config").arg("--bindir").output();
-        match out {
-            Ok(out) if out.status.success() => {
-                PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-            }
-            _ => panic!(
-                "WIRELINT_BACKEND=postgresql needs PostgreSQL's server: apt-get install postgresql"
-            ),
-        }
+        // pg_config names the server's binaries where the server is
+        // installed; Debian's libpq-dev alone has a pg_config too, so look
+        // for the programs themselves, and in /usr/lib/postgresql/*/bin.
+        let from_pg_config = Command::new("pg_config")
+            .arg("--bindir")
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+        let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .map(|dirs| dirs.flatten().map(|d| d.path().join("bin")).collect())
+            .unwrap_or_default();
+        versions.sort();
+        from_pg_config
+            .into_iter()
+            .chain(versions.into_iter().rev())
+            .find(|dir| dir.join("initdb").exists() && dir.join("psql").exists())
+            .expect(
+                "WIRELINT_BACKEND=postgresql needs PostgreSQL's server: apt-get install postgresql",
+            )
     })
 }
 
