@@ -6,6 +6,13 @@
 //! `@DocumentReference` the run fails on `wirelint.failOn=warning` though
 //! every test passes; with the authors fetched in one batch it passes. The
 //! printed findings, the SARIF file and a bad option's error are checked.
+//!
+//! The example's `ContainerFrontPageTest` (`mvn test -Pcontainers`) starts
+//! MongoDB itself with Testcontainers and hands its URI to
+//! `Wirelint.uri(upstream)`, with no `wirelint.upstream`: that needs a
+//! Docker engine, so its test is `#[ignore]`d and runs only with
+//! `--ignored` (it fails, rather than passes, where no engine answers: the
+//! class is then skipped).
 
 mod common;
 
@@ -43,13 +50,18 @@ fn mvn(dir: &Path) -> Command {
 /// `mvn test` in the example, through wirelint in front of `upstream`:
 /// (exit status, everything Maven printed).
 fn mvn_test(suite: &Path, upstream: &str, args: &[&str]) -> (i32, String) {
+    let upstream = format!("-Dwirelint.upstream={upstream}");
+    let mut all = vec![upstream.as_str()];
+    all.extend_from_slice(args);
+    maven_test(suite, &all)
+}
+
+/// `mvn test ARGS…` in the example: (exit status, everything Maven printed).
+fn maven_test(suite: &Path, args: &[&str]) -> (i32, String) {
     // What a previous run left must not pass for this one's.
     let _ = std::fs::remove_dir_all(suite.join("target/surefire-reports"));
     let _ = std::fs::remove_file(suite.join("target/wirelint.sarif"));
-    let out = run(mvn(suite)
-        .arg("test")
-        .arg(format!("-Dwirelint.upstream={upstream}"))
-        .args(args));
+    let out = run(mvn(suite).arg("test").args(args));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -89,6 +101,50 @@ fn test_classes(suite: &Path) -> Vec<(String, u32, u32)> {
     classes
 }
 
+/// One test class's surefire report: (tests, skipped, failures + errors,
+/// the first `<skipped message="…">`), or `None` when it has none.
+fn test_class(suite: &Path, class: &str) -> Option<(u32, u32, u32, String)> {
+    let path = suite.join(format!("target/surefire-reports/TEST-{class}.xml"));
+    let xml = std::fs::read_to_string(path).ok()?;
+    let count = |a: &str| attribute(&xml, a).parse::<u32>().unwrap();
+    let why = xml
+        .split_once("<skipped message=\"")
+        .map(|(_, rest)| rest[..rest.find('"').unwrap_or(rest.len())].to_string())
+        .unwrap_or_default();
+    Some((
+        count("tests"),
+        count("skipped"),
+        count("failures") + count("errors"),
+        why,
+    ))
+}
+
+/// Fails unless `class` ran: a report, with tests, none skipped.
+fn assert_ran(suite: &Path, class: &str, out: &str) {
+    let docker = Command::new("docker")
+        .arg("info")
+        .output()
+        .map(|o| {
+            if o.status.success() {
+                "answers".to_string()
+            } else {
+                format!(
+                    "does not answer: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )
+            }
+        })
+        .unwrap_or_else(|e| format!("cannot run: {e}"));
+    match test_class(suite, class) {
+        None => panic!("{class} did not run: surefire wrote no report of it (not passed)\n{out}"),
+        Some((tests, skipped, _, why)) => assert!(
+            tests > 0 && skipped == 0,
+            "{class} did not run ({tests} test(s), {skipped} skipped: {why}): \
+             it needs a Docker engine, and `docker info` {docker} — not passed"
+        ),
+    }
+}
+
 fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(suite.join("target/wirelint.sarif")).unwrap();
     let sarif: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -112,26 +168,30 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// The extension installed into the local Maven repository (with its unit
+/// tests), and a copy of the example, so that its outputs stay out of the
+/// tree: (the copy's directory, kept while it lives; the example in it).
+fn install_and_copy() -> (tempfile::TempDir, std::path::PathBuf) {
+    let root = common::manifest_dir();
+    assert!(
+        root.join("target/release/wirelint").is_file(),
+        "the extension's jar carries target/release/wirelint: cargo build --release first"
+    );
+    let install = run(mvn(&root.join("java")).args(["-q", "install"]));
+    assert!(install.status.success(), "mvn install in java/ failed");
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("spring-boot");
+    copy_tree(&root.join("examples/spring-boot"), &suite);
+    (dir, suite)
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "e2e"),
     ignore = "e2e: needs FerretDB, Maven, Maven Central, the release binary"
 )]
 fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
-    let root = common::manifest_dir();
-    assert!(
-        root.join("target/release/wirelint").is_file(),
-        "the extension's jar carries target/release/wirelint: cargo build --release first"
-    );
-
-    // The extension, into the local Maven repository, with its unit tests.
-    let install = run(mvn(&root.join("java")).args(["-q", "install"]));
-    assert!(install.status.success(), "mvn install in java/ failed");
-
-    // A copy of the example, so that its outputs stay out of the tree.
-    let dir = tempfile::tempdir().unwrap();
-    let suite = dir.path().join("spring-boot");
-    copy_tree(&root.join("examples/spring-boot"), &suite);
+    let (_dir, suite) = install_and_copy();
 
     let upstream = Backend::shared().uri();
 
@@ -208,4 +268,56 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
         ),
         "{out}"
     );
+}
+
+/// No `wirelint.upstream`: `ContainerFrontPageTest` starts MongoDB with
+/// Testcontainers and `Wirelint.uri(upstream)` starts wirelint in front of
+/// it; the per-row front page fails the run, the batched one passes.
+#[test]
+#[ignore = "needs a Docker engine: run with --ignored where `docker info` answers"]
+fn with_testcontainers_wirelint_runs_in_front_of_the_container() {
+    const CLASS: &str = "dev.wirelint.example.blog.ContainerFrontPageTest";
+    let (_dir, suite) = install_and_copy();
+
+    // The front page with @DocumentReference: the test passes, the N+1
+    // fails the run.
+    let (status, out) = maven_test(&suite, &["-Pcontainers"]);
+    assert_ran(&suite, CLASS, &out);
+    assert_eq!(
+        test_class(&suite, CLASS).map(|c| c.2),
+        Some(0),
+        "the test itself passes: {out}"
+    );
+    assert_ne!(status, 0, "{out}");
+    // Only the container class, through one wirelint started by the call.
+    let classes: Vec<_> = test_classes(&suite).into_iter().map(|c| c.0).collect();
+    assert_eq!(classes, [CLASS], "{out}");
+    assert_eq!(
+        out.matches("wirelint: in front of the upstream from Wirelint.uri(…)")
+            .count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains("WL401 n-plus-one · blog.authors · warning"),
+        "{out}"
+    );
+    assert!(
+        out.contains("wirelint: a finding reached wirelint.failOn=warning"),
+        "{out}"
+    );
+    assert!(out.contains("<<< FAILURE! -- in JUnit Jupiter"), "{out}");
+    let results = sarif_results(&suite);
+    assert!(
+        results.iter().any(|r| r["ruleId"] == "WL401"),
+        "{results:?}"
+    );
+
+    // The authors in one batch: the run passes, with nothing to report.
+    let (status, out) = maven_test(&suite, &["-Pcontainers", "-Dblog.authors=batched"]);
+    assert_ran(&suite, CLASS, &out);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("wirelint: 0 finding(s)"), "{out}");
+    assert!(!out.contains("WL401"), "{out}");
+    assert!(sarif_results(&suite).is_empty());
 }
