@@ -249,7 +249,9 @@ if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
   cargo test --locked --features e2e --test testcontainers -- --ignored
   # The npm package's setups without MONGODB_URI: @testcontainers/mongodb.
   cargo test --locked --features e2e --test node_runners -- --ignored
+  # The JUnit extension with a Testcontainers MongoDB (examples/spring-boot, -Pcontainers).
+  cargo test --locked --features e2e --test junit -- --ignored
 else
   echo "testcontainers: SKIPPED, not passed: no Docker engine answers 'docker info' on this machine." >&2
-  echo "                (tests/testcontainers.rs and node_runners' container test stay 'ignored'; they run where Docker is available)" >&2
+  echo "                (tests/testcontainers.rs and the container tests of node_runners and junit stay 'ignored'; they run where Docker is available)" >&2
 fi
