@@ -38,12 +38,7 @@ fn mvn(dir: &Path) -> Command {
         .env_remove("WIRELINT_UPSTREAM")
         .env_remove("MAVEN_ARGS")
         .args(["-B", "-ntp", "-Dstyle.color=never"]);
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_") || name.starts_with("RUSTC") {
-            command.env_remove(name.as_ref());
-        }
-    }
+    common::outside_cargo_test(&mut command);
     command
 }
 

@@ -40,22 +40,7 @@ fn tarball() -> &'static Path {
     TARBALL.get_or_init(|| {
         let mut pack = Command::new("bash");
         pack.arg(common::manifest_dir().join("scripts/npm-pack.sh"));
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            if [
-                "CARGO_PKG_",
-                "CARGO_MANIFEST_",
-                "CARGO_CRATE_",
-                "CARGO_BIN_",
-                "CARGO_PRIMARY_",
-                "CARGO_TARGET_TMPDIR",
-            ]
-            .iter()
-            .any(|p| name.starts_with(p))
-            {
-                pack.env_remove(name.as_ref());
-            }
-        }
+        common::outside_cargo_test(&mut pack);
         let out = run(&mut pack);
         assert!(out.status.success(), "scripts/npm-pack.sh failed");
         let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());

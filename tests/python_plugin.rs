@@ -43,27 +43,9 @@ fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
 #[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, wheel, PyPI")]
 fn the_pytest_plugin_fails_the_session_on_an_anti_pattern() {
     let root = common::manifest_dir();
-    // Without the variables `cargo test` sets for a test (ring's build
-    // script watches CARGO_MANIFEST_DIR): with them, the release build that
-    // scripts/test.sh made is rebuilt from scratch.
     let mut build = Command::new("bash");
     build.arg(root.join("scripts/wheel.sh"));
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if [
-            "CARGO_PKG_",
-            "CARGO_MANIFEST_",
-            "CARGO_CRATE_",
-            "CARGO_BIN_",
-            "CARGO_PRIMARY_",
-            "CARGO_TARGET_TMPDIR",
-        ]
-        .iter()
-        .any(|p| name.starts_with(p))
-        {
-            build.env_remove(name.as_ref());
-        }
-    }
+    common::outside_cargo_test(&mut build);
     let wheel = run(&mut build);
     assert!(wheel.status.success(), "scripts/wheel.sh failed");
     let wheel = String::from_utf8(wheel.stdout).unwrap().trim().to_string();

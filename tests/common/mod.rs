@@ -695,6 +695,29 @@ pub async fn ping(
 }
 
 /// The wirelint binary, with no `WIRELINT_*` variables inherited.
+/// `command` as if run from a shell rather than from `cargo test`: without
+/// the variables Cargo sets for a test. With them, a build the command
+/// starts sees another environment (ring's build script watches
+/// CARGO_MANIFEST_DIR) and rebuilds the release binary that
+/// scripts/test.sh made from scratch.
+pub fn outside_cargo_test(command: &mut Command) -> &mut Command {
+    const SET_FOR_A_TEST: [&str; 6] = [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+        "CARGO_PRIMARY_",
+        "CARGO_TARGET_TMPDIR",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if SET_FOR_A_TEST.iter().any(|p| name.starts_with(p)) {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
 pub fn wirelint_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wirelint"));
     for (key, _) in std::env::vars() {

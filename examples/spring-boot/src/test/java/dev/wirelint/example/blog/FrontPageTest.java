@@ -49,6 +49,11 @@ class FrontPageTest {
 
   @Test
   void the_front_page_names_every_author() {
+    namesEveryAuthor(blog, frontPage);
+  }
+
+  /** Five authors, ten posts, the front page shown four times. */
+  static void namesEveryAuthor(Blog blog, FrontPage frontPage) {
     List<Author> team =
         List.of(
             blog.join("ada", "Ada Lovelace"),
