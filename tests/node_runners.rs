@@ -284,8 +284,7 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
         ),
         "{results:#?}"
     );
-    // Nothing on the clean page; what else there is comes from the N+1
-    // (WL402 chatty-request on the front page's own pattern).
+    // Nothing on the clean page's database.
     for result in &results {
         let namespace = result["properties"]["namespace"].as_str().unwrap();
         assert!(namespace.starts_with(&format!("{db}.")), "{result:#?}");

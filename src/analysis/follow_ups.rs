@@ -51,6 +51,8 @@ const FILTER_VALUES: usize = 256;
 /// Reply bytes a list holds unindexed, at most; past this its batches are
 /// indexed as they come.
 pub const MAX_HELD_BYTES: usize = 1 << 20;
+/// Values of the filter that read a result kept, at most.
+const MAX_SELECTED: usize = 16;
 
 /// The last list read on a connection.
 pub struct ListRead {
@@ -73,6 +75,13 @@ pub struct ListRead {
     /// document (see the module docs).
     held: Vec<(Bytes, u32)>,
     held_bytes: usize,
+    /// Hashes of the values its own filter selected it by (a course's id
+    /// for its reviews): the request's parameters, context for whatever
+    /// follows, however many elements carry them.
+    selected_by: smallvec::SmallVec<[u64; 4]>,
+    /// Its documents followed by an operation of the request's root shape
+    /// (see [`ListRead::link`]'s `strict`).
+    strictly_followed: Vec<u32>,
 }
 
 /// A follow-up of a result: a query whose values came from it.
@@ -93,6 +102,22 @@ pub struct Link {
     /// Whether it fetches for the result as a whole in one query (an `$in`
     /// of several elements' values: the batched fetch, WL401's fix).
     pub batch: bool,
+    /// Whether its values are one element's own (not a value every element
+    /// carries, nor one the result was selected by): per element from the
+    /// first query on.
+    pub one_element: bool,
+}
+
+/// Where a follow-up's values lie in a result (see [`ListRead::came_from`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// In one element (or a few), as that element's own values.
+    OneElement,
+    /// In every element, or in what the result was selected by: the
+    /// request's context, per element only when asked for again.
+    Context,
+    /// Several elements' values at once (a batch), or a one-to-one split.
+    Whole,
 }
 
 /// Whether a read is a list read (a find or aggregate that is not a
@@ -178,6 +203,41 @@ impl ListRead {
             follow_ups: FastMap::default(),
             held: Vec::new(),
             held_bytes: 0,
+            selected_by: smallvec::SmallVec::new(),
+            strictly_followed: Vec::new(),
+        }
+    }
+
+    /// Notes the values of `filter`, the query that read this result: a
+    /// follow-up asking for them again took them from the request, not
+    /// from an element.
+    pub fn selected_by(&mut self, filter: &RawDocument) {
+        // The top level's equalities and `$eq`/`$in` values, hashed as
+        // `asked` hashes them, without building its field list.
+        let mut keep = |v: RawBsonRef<'_>| {
+            if linkable(v) && self.selected_by.len() < MAX_SELECTED {
+                self.selected_by.push(value_hash(v));
+            }
+        };
+        for (k, v) in filter.iter().flatten() {
+            if k.as_str().starts_with('$') {
+                continue;
+            }
+            match v {
+                RawBsonRef::Document(d) => {
+                    if let Ok(Some(v)) = d.get("$eq") {
+                        keep(v);
+                    } else if let Ok(values) = d.get_array("$in") {
+                        values
+                            .into_iter()
+                            .flatten()
+                            .take(MAX_SELECTED)
+                            .for_each(&mut keep);
+                    }
+                }
+                RawBsonRef::Array(_) => {}
+                v => keep(v),
+            }
         }
     }
 
@@ -236,6 +296,7 @@ impl ListRead {
             + self.follow_ups.len() * (3 * super::budget::MAX_KEY + 80)
             + self.held.capacity() * std::mem::size_of::<(Bytes, u32)>()
             + self.held_bytes
+            + self.strictly_followed.capacity() * 4
     }
 
     /// Adds a batch of the list's documents (the first, or a getMore's).
@@ -333,14 +394,16 @@ impl ListRead {
     /// own shape never follows it; one on its own collection follows it
     /// by one element's value of another field than `_id` (a post's
     /// comments counted in the posts container, by the post's `postId` and
-    /// another `type`), never per element.
-    pub fn link(&mut self, query: &FollowUpQuery<'_>) -> Option<Link> {
+    /// another `type`), never per element. With `strict`, only a link by
+    /// one element's own values of a list of several counts (see
+    /// `requests`: an operation of the request's root shape).
+    pub fn link(&mut self, query: &FollowUpQuery<'_>, strict: bool) -> Option<Link> {
         if query.shape == self.origin.shape.hash {
             return None;
         }
         let same_collection = *query.namespace == *self.origin.namespace;
         self.index_held();
-        let (asked, source, per_element) = query.asked.iter().find_map(|a| {
+        let (asked, source, per_element, docs) = query.asked.iter().find_map(|a| {
             if same_collection && a.field == "_id" {
                 return None;
             }
@@ -348,11 +411,24 @@ impl ListRead {
                 // In its own collection only by one element's value: by a
                 // value every element carries, or a batch, it is the same
                 // data read another way (a tenant's dashboard widgets).
-                (s, Some(false)) if same_collection => Some((a, s, None)),
+                (s, Source::OneElement, d) if same_collection => Some((a, s, Source::Whole, d)),
                 _ if same_collection => None,
-                (s, p) => Some((a, s, p)),
+                (s, p, d) => Some((a, s, p, d)),
             }
         })?;
+        let (asked, source, per_element, docs) = (asked, source, per_element, docs);
+        if strict {
+            // One element's own value, of a list of several, and an element
+            // not followed this way yet: each row is looked up once, so the
+            // next call asking for the same value again is not this one's.
+            if !(per_element == Source::OneElement && self.list && self.docs >= 2) {
+                return None;
+            }
+            let fresh = docs.iter().find(|d| !self.strictly_followed.contains(d))?;
+            if self.strictly_followed.len() < MAX_LEAD_VALUES {
+                self.strictly_followed.push(*fresh);
+            }
+        }
         let field = short_key(&asked.field).into_owned();
         let source_field = self.fields[source as usize].clone();
         let key = (
@@ -366,37 +442,38 @@ impl ListRead {
         let count = self.follow_ups.entry(key).or_default();
         *count += 1;
         let count = *count;
-        let per_element = per_element.is_some_and(|shared| !shared || count > 1);
+        let one_element = per_element == Source::OneElement;
+        let per_element = one_element || (per_element == Source::Context && count > 1);
         Some(Link {
             field,
             source_field,
             count,
             per_element,
             batch: asked.batched && !per_element,
+            one_element,
         })
     }
 
     /// The source field through which what `a` asks for came from this
-    /// result, if any, and whether per element: `Some(false)` when from
-    /// one element, `Some(true)` when from a value every element carries
-    /// (per element only if asked for again), `None` when from several
-    /// elements at once (a batch) or a one-to-one split.
+    /// result, if any, and how (see [`Source`]).
     ///
-    /// An equality: any element holding the value. A batch (`$in`, `$or`):
-    /// per element when one element holds every value and the list has
-    /// several elements with the values not shared between them (with one
-    /// element, or one value two posts share, a per-element `$in` and the
-    /// batched fetch of the whole list look the same); a batch of values
-    /// of several elements follows the result, not one element of it.
+    /// An equality: any element holding the value; the request's context
+    /// when every element of several holds it, or when the result was
+    /// selected by it (a course's reviews, then the course's threads). A
+    /// batch (`$in`, `$or`): one element's when some element of several
+    /// holds every value and the values are not all the result holds in
+    /// that field (one post's tags, however many of them other posts
+    /// share); the whole result's when they cover the field (what
+    /// `populate` sends), or when one element holds them all.
     /// Only references link: a value of reference type (ObjectId, UUID),
     /// or fields named like one (`_id`, `authorId`, `author_id`, a DBRef's
     /// `$id`, the follow-up collection's name).
-    #[allow(clippy::type_complexity)]
-    fn came_from(&self, a: &Asked<'_>, namespace: &str) -> Option<(u8, Option<bool>)> {
+    fn came_from(&self, a: &Asked<'_>, namespace: &str) -> Option<(u8, Source, Vec<u32>)> {
         let first = self.sources(*a.hashes.first()?);
         let mut candidates: Vec<u8> = first.iter().map(|e| e.1).collect();
         candidates.sort_unstable();
         candidates.dedup();
+        let selected = a.hashes.iter().all(|h| self.selected_by.contains(h));
         candidates.into_iter().find_map(|source| {
             let source_field = &self.fields[source as usize];
             if !is_reference(&a.field, source_field, a.values[0], namespace) {
@@ -414,26 +491,52 @@ impl ListRead {
                 .filter(|e| e.1 == source)
                 .map(|e| e.2)
                 .collect();
-            if !a.batched {
-                let shared = self.docs >= 2 && docs.len() as u64 >= self.docs;
-                return Some((source, (!one_to_one).then_some(shared)));
+            if one_to_one {
+                return Some((source, Source::Whole, docs));
             }
-            let mut all: Vec<u32> = docs.clone();
+            if !a.batched {
+                let every = self.docs >= 2 && docs.len() as u64 >= self.docs;
+                let how = if every || selected {
+                    Source::Context
+                } else {
+                    Source::OneElement
+                };
+                return Some((source, how, docs));
+            }
             for h in &a.hashes[1..] {
                 let here = self.sources(*h);
                 docs.retain(|d| here.iter().any(|e| e.1 == source && e.2 == *d));
                 if !here.iter().any(|e| e.1 == source) {
                     return None;
                 }
-                all.extend(here.iter().filter(|e| e.1 == source).map(|e| e.2));
             }
-            // One element holds them all, of a list of several, and the
-            // one value is not several elements'.
+            // One element holds them all, of a list of several, and they
+            // are not everything the list holds in that field.
             let one_element = !docs.is_empty() && self.docs >= 2;
-            let shared_one = a.values.len() == 1 && docs.len() > 1;
-            let per_element = one_element && !one_to_one && !shared_one;
-            Some((source, per_element.then_some(false)))
+            let how = if one_element && !selected && !self.covers_field(source, &a.hashes) {
+                Source::OneElement
+            } else {
+                Source::Whole
+            };
+            Some((source, how, docs))
         })
+    }
+
+    /// Whether `hashes` include every value the result holds in field
+    /// `source` (a batch over the whole result).
+    fn covers_field(&self, source: u8, hashes: &[u64]) -> bool {
+        let held = self.values.iter().filter(|e| e.1 == source).map(|e| e.0);
+        let mut last = None;
+        for h in held {
+            if last == Some(h) {
+                continue;
+            }
+            last = Some(h);
+            if !hashes.contains(&h) {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -598,7 +701,7 @@ mod tests {
     /// The per-element link `filter` on `namespace` makes, if any.
     fn per_element(l: &mut ListRead, namespace: &str, filter: &RawDocument) -> Option<Link> {
         let q = FollowUpQuery::of_filter(namespace, 1, filter)?;
-        l.link(&q).filter(|link| link.per_element)
+        l.link(&q, false).filter(|link| link.per_element)
     }
 
     /// The same list, its replies held (two batches: a find and a
@@ -776,7 +879,7 @@ mod tests {
         ];
         let mut l = list_read(&docs);
         let link = |l: &mut ListRead, ns: &str, f: bson::RawDocumentBuf| {
-            FollowUpQuery::of_filter(ns, 1, &f).and_then(|q| l.link(&q))
+            FollowUpQuery::of_filter(ns, 1, &f).and_then(|q| l.link(&q, false))
         };
         assert_eq!(
             link(&mut l, "d.posts", rawdoc! {"_id": bson::RawBson::Null}),
@@ -814,11 +917,17 @@ mod tests {
         let mut l = list_read(&docs);
         let q = rawdoc! {"_id": "t1"};
         let first = l
-            .link(&FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap())
+            .link(
+                &FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap(),
+                false,
+            )
             .unwrap();
         assert!(!first.per_element, "{first:?}");
         let again = l
-            .link(&FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap())
+            .link(
+                &FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap(),
+                false,
+            )
             .unwrap();
         assert!(again.per_element && again.count == 2, "{again:?}");
     }

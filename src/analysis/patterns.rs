@@ -74,6 +74,12 @@ pub struct PatternStats {
     /// Of those, batched fetches for a whole result (see
     /// [`Invocation::batches`]).
     pub batches: u64,
+    /// Of those, what WL401 and WL403 explain (see
+    /// [`Invocation::explained`]).
+    pub explained: u64,
+    /// The other operations' shapes (the root's first): (shape, calls that
+    /// sent it, times sent), at most [`MAX_SHAPES_PER_PATTERN`].
+    pub chatty_shapes: Vec<(u64, u64, u64)>,
     /// Microseconds per invocation.
     pub latency: Histogram<u64>,
     pub docs_returned: u64,
@@ -130,6 +136,8 @@ impl PatternStats {
             round_trips: 0,
             operations: 0,
             batches: 0,
+            explained: 0,
+            chatty_shapes: Vec::new(),
             latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
                 .expect("valid histogram bounds"),
             docs_returned: 0,
@@ -189,6 +197,12 @@ pub struct Invocation {
     /// How many calls this one stands for: 2^level when it was seen while
     /// the analysis sampled one connection in 2^level.
     pub weight: u64,
+    /// Its operations that a list's per-element follow-ups (WL401's) or
+    /// counts of what a result holds (WL403's) explain.
+    pub explained: u64,
+    /// The shapes of its other operations (neither explained nor batched),
+    /// in order, the root's first: what a chatty request sends.
+    pub chatty: SmallVec<[u64; 4]>,
 }
 
 pub struct PatternTable {
@@ -260,21 +274,49 @@ impl PatternTable {
 
     /// Folds a finished invocation into its pattern.
     pub fn commit(&mut self, inv: &Invocation) {
+        self.commit_since(inv, None);
+    }
+
+    /// Folds an invocation into its pattern; when part of it was counted
+    /// before (`counted`: a request counted as it went idle, which later
+    /// operations joined), only what came since.
+    pub fn commit_since(&mut self, inv: &Invocation, counted: Option<&Invocation>) {
         let Some(stats) = self.patterns.map_get_mut(&*inv.pattern) else {
             return;
         };
-        stats.invocations += 1;
-        stats.estimated_invocations += inv.weight.max(1);
-        stats.round_trips += inv.round_trips;
-        stats.operations += inv.shapes.len() as u64;
-        stats.batches += inv.batches;
-        stats.docs_returned += inv.docs;
-        stats.bytes_returned += inv.bytes;
-        let _ = stats.latency.record(inv.latency_micros.max(1));
-        for code in &inv.errors {
+        let before = |f: fn(&Invocation) -> u64| counted.map_or(0, f);
+        if counted.is_none() {
+            stats.invocations += 1;
+            stats.estimated_invocations += inv.weight.max(1);
+        }
+        stats.round_trips += inv.round_trips - before(|c| c.round_trips);
+        stats.operations += inv.shapes.len() as u64 - before(|c| c.shapes.len() as u64);
+        stats.batches += inv.batches - before(|c| c.batches);
+        stats.explained += inv.explained - before(|c| c.explained);
+        stats.docs_returned += inv.docs - before(|c| c.docs);
+        stats.bytes_returned += inv.bytes - before(|c| c.bytes);
+        if counted.is_none() {
+            let _ = stats.latency.record(inv.latency_micros.max(1));
+        }
+        let old_errors = counted.map_or(0, |c| c.errors.len());
+        for code in inv.errors.iter().skip(old_errors) {
             stats.count_error(*code);
         }
-        if stats.sequence.is_empty() {
+        let old = counted.map_or(&[][..], |c| &c.chatty[..]);
+        for (i, shape) in inv.chatty.iter().enumerate().skip(old.len()) {
+            let first_in_call = !inv.chatty[..i].contains(shape);
+            let room = stats.chatty_shapes.len() < MAX_SHAPES_PER_PATTERN;
+            match stats.chatty_shapes.iter_mut().find(|e| e.0 == *shape) {
+                Some(e) => {
+                    e.1 += u64::from(first_in_call);
+                    e.2 += 1;
+                }
+                None if room => stats.chatty_shapes.push((*shape, 1, 1)),
+                None => {}
+            }
+        }
+        if stats.sequence.is_empty() || counted.is_some_and(|c| stats.sequence[..] == c.shapes[..])
+        {
             stats.sequence = inv.shapes[..inv.shapes.len().min(MAX_SHAPES_PER_PATTERN)].to_vec();
         }
     }

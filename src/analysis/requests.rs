@@ -126,10 +126,12 @@ pub const MAX_RESULTS: usize = 8;
 /// against, newest first.
 const MAX_SCAN: usize = 16;
 /// A request idle this long (and nothing pending on its connection) is
-/// complete.
+/// counted on its pattern; it stays open for operations that follow it
+/// later (a slow handler, a loaded machine), which are added to it.
 pub const REQUEST_IDLE: Duration = Duration::from_millis(500);
-/// No operation follows a result older than this, ticks or not.
-pub const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(2);
+/// Replies a result holds unhashed are hashed once this old, and their
+/// bytes given back (time decides only what is held, never what follows).
+pub const HOLD_WINDOW: Duration = Duration::from_secs(2);
 /// Operations of a request whose shapes are remembered, in order.
 const MAX_SEQUENCE: usize = 32;
 
@@ -151,11 +153,23 @@ pub struct Request {
     /// Whether an operation on another connection joined it (the driver
     /// spreads it over its pool).
     spread: bool,
+    /// What its pattern was given when it went idle (see [`REQUEST_IDLE`]):
+    /// at its close only what came after is added.
+    counted: Option<Invocation>,
+}
+
+/// What a request gives its pattern when it closes or goes idle: the
+/// invocation, and what it had given already (its part counted when it
+/// went idle), if anything.
+#[derive(Debug)]
+pub struct Done {
+    pub invocation: Invocation,
+    pub counted: Option<Invocation>,
 }
 
 /// Requests an operation closed (most often one: the connection's
 /// previous).
-pub type Closed = smallvec::SmallVec<[Invocation; 1]>;
+pub type Closed = smallvec::SmallVec<[Done; 1]>;
 
 /// Where an operation went: its request, that request's name, and the
 /// result it follows, if any.
@@ -183,6 +197,8 @@ pub struct Operation<'q> {
     pub trace: Option<TraceId>,
     /// How many calls it stands for (sampling).
     pub weight: u64,
+    /// Whether it counts documents (`Command::counts`).
+    pub count: bool,
 }
 
 pub struct Requests {
@@ -250,13 +266,13 @@ impl Requests {
             Some(i) => {
                 if !self.open[i].results.is_empty() {
                     if let Some(q) = query() {
-                        followed = self.follow(i, &q, op.at);
+                        followed = self.follow(i, &q, false);
                     }
                 }
                 Some(i)
             }
             None if op.origin.named_by == NamedBy::Shape && op.trace.is_none() => {
-                self.follow_any(current, shape, op.at, query).map(|(i, f)| {
+                self.follow_any(current, shape, query).map(|(i, f)| {
                     followed = Some(f);
                     i
                 })
@@ -269,12 +285,24 @@ impl Requests {
                 let r = &mut self.open[i];
                 r.spread |= r.conn != op.conn;
                 r.at = op.at;
-                if followed.as_ref().is_some_and(|f| f.link.batch) {
+                let batch = followed.as_ref().is_some_and(|f| f.link.batch);
+                // What WL401 and WL403 explain: a list's per-element
+                // follow-ups, and counts of what a result holds.
+                let explained = followed
+                    .as_ref()
+                    .is_some_and(|f| (f.link.per_element && f.leading_list) || op.count);
+                if batch {
                     r.invocation.batches += 1;
+                }
+                if explained {
+                    r.invocation.explained += 1;
                 }
                 r.invocation.round_trips += 1;
                 if r.invocation.shapes.len() < MAX_SEQUENCE {
                     r.invocation.shapes.push(shape.hash);
+                    if !batch && !explained {
+                        r.invocation.chatty.push(shape.hash);
+                    }
                 }
                 i
             }
@@ -282,7 +310,7 @@ impl Requests {
                 if self.open.len() >= MAX_OPEN {
                     if let Some(r) = self.open.pop_front() {
                         self.bytes -= r.bytes;
-                        closed.push(r.invocation);
+                        closed.extend(r.done());
                     }
                 }
                 // Its connection has moved on: the requests it ran alone
@@ -293,7 +321,7 @@ impl Requests {
                     if self.open[i].conn == op.conn && !self.open[i].spread {
                         if let Some(r) = self.open.remove(i) {
                             self.bytes -= r.bytes;
-                            closed.push(r.invocation);
+                            closed.extend(r.done());
                         }
                     }
                 }
@@ -315,11 +343,14 @@ impl Requests {
                         batches: 0,
                         errors: Vec::new(),
                         weight: op.weight,
+                        explained: 0,
+                        chatty: smallvec::smallvec![shape.hash],
                     },
                     at: op.at,
                     results: Vec::new(),
                     bytes: std::mem::size_of::<Request>(),
                     spread: false,
+                    counted: None,
                 });
                 self.bytes += std::mem::size_of::<Request>();
                 self.charge_most();
@@ -337,11 +368,11 @@ impl Requests {
     }
 
     /// Whether an untagged operation of shape `shape` may follow request
-    /// `r`: an unnamed request with results whose root has another shape.
-    fn eligible(r: &Request, shape: &Shape) -> bool {
-        r.named_by == NamedBy::Shape
-            && r.invocation.first_shape != shape.hash
-            && !r.results.is_empty()
+    /// `r` (an unnamed request with results), and whether it has the
+    /// request's root shape (see [`Requests::follow`]).
+    fn eligible(r: &Request, shape: &Shape) -> Option<bool> {
+        (r.named_by == NamedBy::Shape && !r.results.is_empty())
+            .then_some(r.invocation.first_shape == shape.hash)
     }
 
     /// The open request (and its result) an untagged operation follows,
@@ -352,34 +383,43 @@ impl Requests {
         &mut self,
         current: Option<u64>,
         shape: &Shape,
-        at: Instant,
         query: impl FnOnce() -> Option<FollowUpQuery<'a>>,
     ) -> Option<(usize, Followed)> {
         let own = current
             .and_then(|id| self.position(id))
-            .filter(|&i| Self::eligible(&self.open[i], shape));
+            .and_then(|i| Some((i, Self::eligible(&self.open[i], shape)?)));
         let others = (0..self.open.len())
             .rev()
-            .filter(|&i| Some(i) != own && Self::eligible(&self.open[i], shape))
+            .filter(|&i| Some(i) != own.map(|o| o.0))
+            .filter_map(|i| Some((i, Self::eligible(&self.open[i], shape)?)))
             .take(MAX_SCAN);
         let mut candidates = own.into_iter().chain(others).peekable();
         candidates.peek()?;
-        let order: smallvec::SmallVec<[usize; MAX_SCAN + 1]> = candidates.collect();
+        let order: smallvec::SmallVec<[(usize, bool); MAX_SCAN + 1]> = candidates.collect();
         let q = query()?;
         order
             .into_iter()
-            .find_map(|i| self.follow(i, &q, at).map(|f| (i, f)))
+            .find_map(|(i, root_shaped)| self.follow(i, &q, root_shaped).map(|f| (i, f)))
     }
 
     /// The result of request `i` that `query` follows, newest first.
-    fn follow(&mut self, i: usize, query: &FollowUpQuery<'_>, at: Instant) -> Option<Followed> {
+    ///
+    /// Values decide before shapes: an operation of the request's root
+    /// shape follows it only by one element's own values, of a list of
+    /// several, for an element no such operation followed yet (a per-row
+    /// lookup that shares the auth read's shape). Otherwise — it follows
+    /// nothing, or only the request's context (the next call's auth read
+    /// asks for the signed-in user again) — it is the next call.
+    fn follow(
+        &mut self,
+        i: usize,
+        query: &FollowUpQuery<'_>,
+        root_shaped: bool,
+    ) -> Option<Followed> {
         let r = &mut self.open[i];
         let before = r.bytes;
         let found = r.results.iter_mut().rev().find_map(|result| {
-            if at.saturating_duration_since(result.at) > FOLLOW_UP_WINDOW {
-                return None;
-            }
-            let link = result.link(query)?;
+            let link = result.link(query, root_shaped)?;
             Some(Followed {
                 link,
                 leading: result.origin.clone(),
@@ -407,6 +447,7 @@ impl Requests {
         getmore: bool,
         reply: Option<&bytes::Bytes>,
         docs: &[&bson::RawDocument],
+        filter: Option<&bson::RawDocument>,
     ) {
         let full = self.pool.full();
         let Some(r) = self.get_mut(id) else {
@@ -427,7 +468,11 @@ impl Requests {
             if r.results.len() >= MAX_RESULTS {
                 r.results.remove(1);
             }
-            r.results.push(ListRead::new(at, origin.clone(), list));
+            let mut read = ListRead::new(at, origin.clone(), list);
+            if let Some(filter) = filter {
+                read.selected_by(filter);
+            }
+            r.results.push(read);
             r.results.last_mut().expect("pushed")
         };
         let held = reply.is_some_and(|b| !full && result.hold(at, b, docs.len()));
@@ -461,33 +506,48 @@ impl Requests {
         }
     }
 
-    /// Closes the requests idle since `REQUEST_IDLE` before `now` whose
-    /// connection has nothing pending (`busy` says which have).
-    pub fn close_idle(&mut self, now: Instant, busy: impl Fn(u64) -> bool) -> Vec<Invocation> {
-        let closed = self
-            .close_where(|r| now.saturating_duration_since(r.at) >= REQUEST_IDLE && !busy(r.conn));
+    /// Counts on their patterns the requests idle since `REQUEST_IDLE`
+    /// before `now` whose connection has nothing pending (`busy` says
+    /// which have), and not counted since their last operation. They stay
+    /// open: an operation that follows one later joins it, and what it
+    /// adds is counted when it closes.
+    pub fn count_idle(&mut self, now: Instant, busy: impl Fn(u64) -> bool) -> Vec<Done> {
+        let mut idle = Vec::new();
+        for r in self.open.iter_mut() {
+            let counted = r
+                .counted
+                .as_ref()
+                .is_some_and(|c| c.round_trips == r.invocation.round_trips);
+            if counted || now.saturating_duration_since(r.at) < REQUEST_IDLE || busy(r.conn) {
+                continue;
+            }
+            idle.push(Done {
+                invocation: r.invocation.clone(),
+                counted: r.counted.replace(r.invocation.clone()),
+            });
+        }
         self.charge_now();
-        closed
+        idle
     }
 
     /// Closes the requests rooted on `conn` (it closed).
-    pub fn close_conn(&mut self, conn: u64) -> Vec<Invocation> {
+    pub fn close_conn(&mut self, conn: u64) -> Vec<Done> {
         self.close_where(|r| r.conn == conn)
     }
 
     /// Closes the requests rooted on the connections `gone` says are.
-    pub fn close_where_conn(&mut self, gone: impl Fn(u64) -> bool) -> Vec<Invocation> {
+    pub fn close_where_conn(&mut self, gone: impl Fn(u64) -> bool) -> Vec<Done> {
         self.close_where(|r| gone(r.conn))
     }
 
     /// Closes every request.
-    pub fn close_all(&mut self) -> Vec<Invocation> {
+    pub fn close_all(&mut self) -> Vec<Done> {
         self.bytes = 0;
         self.charge = None;
-        self.open.drain(..).map(|r| r.invocation).collect()
+        self.open.drain(..).filter_map(Request::done).collect()
     }
 
-    fn close_where(&mut self, mut done: impl FnMut(&Request) -> bool) -> Vec<Invocation> {
+    fn close_where(&mut self, mut done: impl FnMut(&Request) -> bool) -> Vec<Done> {
         if !self.open.iter().any(&mut done) {
             return Vec::new();
         }
@@ -496,7 +556,7 @@ impl Requests {
         for r in self.open.drain(..) {
             if done(&r) {
                 self.bytes -= r.bytes;
-                closed.push(r.invocation);
+                closed.extend(r.done());
             } else {
                 open.push_back(r);
             }
@@ -511,7 +571,7 @@ impl Requests {
         for r in self.open.iter_mut() {
             let mut changed = false;
             for l in r.results.iter_mut() {
-                if l.held_bytes() > 0 && now.saturating_duration_since(l.at) > FOLLOW_UP_WINDOW {
+                if l.held_bytes() > 0 && now.saturating_duration_since(l.at) > HOLD_WINDOW {
                     l.index_held();
                     changed = true;
                 }
@@ -526,6 +586,18 @@ impl Requests {
 }
 
 impl Request {
+    /// What it gives its pattern as it closes: nothing when nothing came
+    /// since it was counted idle.
+    fn done(self) -> Option<Done> {
+        match self.counted {
+            Some(c) if c.round_trips == self.invocation.round_trips => None,
+            counted => Some(Done {
+                invocation: self.invocation,
+                counted,
+            }),
+        }
+    }
+
     /// Measures what its results hold now.
     fn measure(&mut self) {
         self.bytes = std::mem::size_of::<Request>()

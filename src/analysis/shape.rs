@@ -532,7 +532,9 @@ fn lookup<S: Sink>(l: &[u8], s: &mut S, depth: usize) {
 
 /// An update: operators with their fields typed (`$push` `$each` lists
 /// collapsed, `$slice`/`$position`/`$sort` kept), a pipeline, or a
-/// replacement document typed field by field.
+/// replacement: `replace` alone, whatever its fields (a save names every
+/// field of the document, optional or null ones included: one operation of
+/// the application, not a shape per combination).
 fn update<S: Sink>(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut S) {
     if let Some(p) = pipe {
         pipeline(p.as_bytes(), s, 1);
@@ -543,8 +545,7 @@ fn update<S: Sink>(doc: Option<&RawDocument>, pipe: Option<&RawArray>, s: &mut S
         return;
     };
     if !is_operator_doc(d) {
-        s.push_str("replace ");
-        typed_doc(d, s);
+        s.push_str("replace");
         return;
     }
     fields(d, s, |_, paths, s| match paths {
@@ -564,19 +565,6 @@ fn update_modifiers<S: Sink>(m: &[u8], s: &mut S) {
         ("$sort", v) => expression(v, s, 2),
         (_, Value::Document(sub)) if is_operator_doc(sub) => operators(sub, s, 2),
         (_, v) => s.push_str(type_name(v)),
-    });
-}
-
-/// A document's top-level fields with their types.
-fn typed_doc<S: Sink>(d: &[u8], s: &mut S) {
-    let mut n = 0;
-    fields(d, s, |_, v, s| {
-        n += 1;
-        s.push_str(if n > MAX_ITEMS * 2 {
-            "…"
-        } else {
-            type_name(v)
-        });
     });
 }
 
@@ -721,7 +709,11 @@ mod tests {
         let s = shape(
             rawdoc! {"update": "u", "updates": [{"q": {"a": 1}, "u": {"name": "secret", "age": 3}, "multi": false}], "$db": "d"},
         );
-        assert_eq!(s, "update d.u {a: ?int} replace {name: ?string, age: ?int}");
+        assert_eq!(s, "update d.u {a: ?int} replace");
+        let with_null = shape(
+            rawdoc! {"update": "u", "updates": [{"q": {"a": 1}, "u": {"name": bson::RawBson::Null, "nick": "n", "age": 3}, "multi": false}], "$db": "d"},
+        );
+        assert_eq!(with_null, s, "optional and null fields make no other shape");
         let s = shape(
             rawdoc! {"update": "u", "updates": [{"q": {}, "u": [{"$set": {"x": "$y"}}], "multi": true}], "$db": "d"},
         );

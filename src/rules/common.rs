@@ -127,6 +127,19 @@ impl<K: Ord + Weight, V: Weight> RuleTable<K, V> {
         self.map.get_mut(key)
     }
 
+    /// Takes an entry out, giving its charge back.
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let (k, v) = self.map.remove_entry(key)?;
+        if let Some(pool) = &self.pool {
+            pool.release(entry_weight(&k, &v));
+        }
+        Some(v)
+    }
+
     /// Every entry, values mutable in place.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
         self.map.iter_mut()

@@ -33,8 +33,9 @@ pub static META: RuleMeta = RuleMeta {
 /// field) over the lists seen.
 #[derive(Default)]
 struct Seen {
-    /// Most per-element follow-ups after one list.
+    /// Most per-element follow-ups after one list, and that list's size.
     most: u64,
+    most_of: u64,
     /// Lists whose every element was followed.
     complete: u64,
 }
@@ -71,11 +72,14 @@ impl Rule for NPlusOne {
             ),
             cx.pool,
         );
-        seen.most = seen.most.max(f.count);
+        if f.count > seen.most {
+            seen.most = f.count;
+            seen.most_of = f.leading_docs;
+        }
         if f.count == f.leading_docs {
             seen.complete += 1;
         }
-        let (most, complete) = (seen.most, seen.complete);
+        let (most, most_of, complete) = (seen.most, seen.most_of, seen.complete);
         let many = most as f64 >= cx.threshold(&META, op.namespace, "min_follow_ups");
         let every = complete as f64 >= cx.threshold(&META, op.namespace, "min_lists");
         if !many && !every {
@@ -92,8 +96,8 @@ impl Rule for NPlusOne {
         evidence.insert("list_documents".into(), json!(f.leading_docs));
         let how = if many {
             format!(
-                "after a list of {} documents from {}, {} queries fetch from {} by `{}`, one per listed document's `{}`",
-                f.leading_docs, f.leading_namespace, f.count, op.namespace, f.field, f.source_field
+                "after a list of {most_of} documents from {}, {most} queries fetch from {} by `{}`, one per listed document's `{}`",
+                f.leading_namespace, op.namespace, f.field, f.source_field
             )
         } else {
             format!(

@@ -4,8 +4,11 @@
 //! average: a pattern the application names (`comment`), or a request
 //! rebuilt from the traffic (a root and the operations that take their
 //! values from its results, see `analysis::requests`), named by its root.
-//! Batched fetches for a whole list (an `$in` of its references, WL401's
-//! fix) are not counted. The blogging platform of *How
+//! One cause, one finding: a list's per-element follow-ups (WL401's) and
+//! counts of what a result holds (WL403's) are not counted, nor batched
+//! fetches for a whole list (an `$in` of its references, WL401's fix);
+//! of the rest, only the queries sent in most calls. A list page that is
+//! chatty only because of its N+1 gets the N+1. The blogging platform of *How
 //! to model and partition data on Azure Cosmos DB using a real-world
 //! example*, V1, query Q2, fetches the post, its author's name, its
 //! comment count and its like count: four round trips for one page.
@@ -24,7 +27,7 @@ pub static CHATTY: RuleMeta = RuleMeta {
              comment and like counts on the post), so one read answers it (the blogging platform, V2).",
     source: concat!(cosmos_real_world!(), " (V1 Q2: four operations per post; V2 denormalization)"),
     thresholds: &[
-        Threshold { name: "min_operations", default: 3.0, help: "operations per call from which it is reported" },
+        Threshold { name: "min_operations", default: 4.0, help: "queries per call (beyond what WL401 and WL403 report) from which it is reported" },
         Threshold { name: "min_calls", default: 3.0, help: "calls of the pattern before it is judged" },
     ],
 };
@@ -53,15 +56,35 @@ impl Rule for ChattyRequest {
             let Some(namespace) = p.namespaces.first() else {
                 continue;
             };
-            // A batched fetch for a whole list (one `$in` per referenced
-            // collection, as `populate` or `select_related` send) is
-            // WL401's fix, not chattiness: not counted.
-            let per_call = p.operations.saturating_sub(p.batches) as f64 / p.invocations as f64;
+            // What remains once WL401 and WL403 have their share (a list's
+            // per-element follow-ups, counts of what a result holds) and
+            // batched fetches (WL401's fix) are set aside: the queries sent
+            // in most calls, each as often as it is sent.
+            let recurring: Vec<(u64, u64)> = p
+                .chatty_shapes
+                .iter()
+                .filter(|(_, calls, _)| 2 * calls > p.invocations)
+                .map(|(shape, _, sent)| (*shape, *sent))
+                .collect();
+            let per_call =
+                recurring.iter().map(|(_, sent)| *sent).sum::<u64>() as f64 / p.invocations as f64;
             if (p.invocations as f64) < cx.threshold(&CHATTY, namespace, "min_calls")
                 || per_call < cx.threshold(&CHATTY, namespace, "min_operations")
             {
                 continue;
             }
+            let queries: Vec<String> = recurring
+                .iter()
+                .filter_map(|(h, sent)| {
+                    let shape = cx.patterns.shapes.get(h)?;
+                    let times = *sent as f64 / p.invocations as f64;
+                    Some(if times >= 1.5 {
+                        format!("{} (×{times:.1})", shape.shape.text)
+                    } else {
+                        shape.shape.text.to_string()
+                    })
+                })
+                .collect();
             let sequence: Vec<String> = p
                 .sequence
                 .iter()
@@ -72,13 +95,23 @@ impl Rule for ChattyRequest {
                 continue;
             }
             self.reported.insert(name.to_string(), summary, cx.pool);
+            let all = p.operations as f64 / p.invocations as f64;
             let mut evidence = BTreeMap::new();
             evidence.insert(
                 "operations_per_call".into(),
                 json!((per_call * 10.0).round() / 10.0),
             );
+            evidence.insert(
+                "all_operations_per_call".into(),
+                json!((all * 10.0).round() / 10.0),
+            );
             evidence.insert("calls".into(), json!(p.invocations));
             evidence.insert("batched_fetches".into(), json!(p.batches));
+            evidence.insert(
+                "explained_by_n_plus_one_or_counts".into(),
+                json!(p.explained),
+            );
+            evidence.insert("queries".into(), json!(queries));
             evidence.insert("sequence".into(), json!(sequence));
             evidence.insert("namespaces".into(), json!(p.namespaces));
             drafts.push(FindingDraft {
@@ -88,13 +121,10 @@ impl Rule for ChattyRequest {
                 pattern: Some(name.to_string()),
                 shape: None,
                 message: format!(
-                    "`{name}` needs {per_call:.1} operations per call ({} calls): {}",
+                    "`{name}` sends {per_call:.1} queries per call ({} calls), {} distinct: {}",
                     p.invocations,
-                    sequence
-                        .iter()
-                        .map(|s| s.split(' ').next().unwrap_or(""))
-                        .collect::<Vec<_>>()
-                        .join(" → ")
+                    queries.len(),
+                    queries.join(" · ")
                 ),
                 evidence,
             });

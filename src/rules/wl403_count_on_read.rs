@@ -10,9 +10,7 @@
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
-use crate::analysis::command::Kind;
 use crate::analysis::partition::{equality_paths, filters};
-use crate::wire::bson_walk::{field, values, Value};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -27,34 +25,9 @@ pub static COUNT: RuleMeta = RuleMeta {
     thresholds: &[Threshold { name: "min_calls", default: 3.0, help: "counts seen with the same read before it is reported" }],
 };
 
-/// Whether an operation counts documents: `count`, or a pipeline with
-/// `$count` or a `$group` summing 1 (what drivers send for countDocuments).
+/// Whether an operation counts documents (see `Command::counts`).
 pub fn is_count(op: &OpView<'_>) -> bool {
-    match op.cmd.kind {
-        Kind::Count => true,
-        Kind::Aggregate => op.cmd.pipeline().is_some_and(counts_in),
-        _ => false,
-    }
-}
-
-/// Whether a pipeline counts: a `$count` stage, or a `$group` summing 1.
-fn counts_in(pipeline: &[u8]) -> bool {
-    values(pipeline)
-        .map_while(Result::ok)
-        .filter_map(|stage| stage.as_document())
-        .any(|stage| {
-            field(stage, b"$count").is_some()
-                || field(stage, b"$group")
-                    .filter(|g| g.element_type == 0x03)
-                    .is_some_and(|g| {
-                        values(g.value).map_while(Result::ok).any(|acc| match acc {
-                            Value::Document(a) => field(a, b"$sum").is_some_and(|s| {
-                                matches!(s.read(), Value::Int32(1) | Value::Int64(1))
-                            }),
-                            _ => false,
-                        })
-                    })
-        })
+    op.cmd.counts()
 }
 
 /// Namespaces remembered per pattern as read alongside the counts.
@@ -134,34 +107,5 @@ impl Rule for CountOnRead {
                     ), evidence),
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use bson::rawdoc;
-
-    /// A `$count` stage or a `$group` summing 1 counts; a sum of a field,
-    /// or a pipeline that only filters, does not.
-    #[test]
-    fn counts_in_recognises_counting_pipelines() {
-        let counts = |d: bson::RawDocumentBuf| counts_in(d.get_array("p").unwrap().as_bytes());
-        assert!(counts(
-            rawdoc! {"p": [{"$match": {"postId": 1}}, {"$count": "n"}]}
-        ));
-        assert!(counts(
-            rawdoc! {"p": [{"$group": {"_id": "$postId", "n": {"$sum": 1}}}]}
-        ));
-        assert!(counts(
-            rawdoc! {"p": [{"$group": {"_id": null, "n": {"$sum": 1i64}}}]}
-        ));
-        assert!(!counts(
-            rawdoc! {"p": [{"$group": {"_id": "$postId", "t": {"$sum": "$likes"}}}]}
-        ));
-        assert!(!counts(
-            rawdoc! {"p": [{"$match": {"postId": 1}}, {"$limit": 5}]}
-        ));
-        assert!(!counts(rawdoc! {"p": []}));
     }
 }

@@ -47,17 +47,45 @@ fn nested(a: &FieldSet, b: &FieldSet) -> bool {
     within(a, b) || within(b, a)
 }
 
-/// A field present in every kind whose values never overlap between kinds.
-fn discriminator(kinds: &[&FieldSet]) -> Option<String> {
-    let first = kinds.first()?;
+/// The kinds: field sets grouped so that sets which nest (one holds every
+/// field of the other: the same entity with an optional field) are one
+/// kind. Each kind is the list of its sets.
+fn kinds_of<'a>(sets: &[&'a FieldSet]) -> Vec<Vec<&'a FieldSet>> {
+    let mut kinds: Vec<Vec<&FieldSet>> = Vec::new();
+    for set in sets {
+        let joins: Vec<usize> = (0..kinds.len())
+            .filter(|&i| kinds[i].iter().any(|k| nested(k, set)))
+            .collect();
+        let mut kind = vec![*set];
+        for i in joins.into_iter().rev() {
+            kind.extend(kinds.remove(i));
+        }
+        kinds.push(kind);
+    }
+    kinds
+}
+
+/// A field present in every kind whose values tell the kinds apart: no
+/// value of it is found in two kinds (a value shared by the sets of one
+/// kind is that kind's).
+fn discriminator(kinds: &[Vec<&FieldSet>]) -> Option<String> {
+    let first = kinds.first()?.first()?;
     first
         .fields
         .iter()
         .filter(|f| *f != "_id")
         .find_map(|field| {
-            let values: Vec<&Vec<u64>> = kinds
+            let values: Vec<Vec<u64>> = kinds
                 .iter()
-                .map(|k| k.values.iter().find(|(f, _)| f == field).map(|(_, v)| v))
+                .map(|sets| {
+                    let mut held = Vec::new();
+                    for s in sets {
+                        if let Some((_, v)) = s.values.iter().find(|(f, _)| f == field) {
+                            held.extend(v.iter().copied());
+                        }
+                    }
+                    (!held.is_empty()).then_some(held)
+                })
                 .collect::<Option<Vec<_>>>()?;
             let disjoint = values.iter().enumerate().all(|(i, a)| {
                 values
@@ -85,20 +113,27 @@ impl Rule for MissingTypeDiscriminator {
                 continue;
             }
             let min_share = cx.threshold(&META, namespace, "min_share");
-            let kinds: Vec<&FieldSet> = ns
+            let sets: Vec<&FieldSet> = ns
                 .shapes()
                 .into_iter()
                 .filter(|s| s.count as f64 >= min_share * ns.documents_seen as f64)
                 .collect();
-            let distinct = kinds.iter().enumerate().any(|(i, a)| {
-                kinds
-                    .iter()
+            let all = kinds_of(&sets);
+            // Kinds that differ clearly: no set of one shares half its
+            // fields with a set of the other.
+            let distinct = all.iter().enumerate().any(|(i, a)| {
+                all.iter()
                     .skip(i + 1)
-                    .any(|b| jaccard(a, b) < 0.5 && !nested(a, b))
+                    .any(|b| a.iter().all(|x| b.iter().all(|y| jaccard(x, y) < 0.5)))
             });
-            if !distinct || discriminator(&kinds).is_some() {
+            if !distinct || discriminator(&all).is_some() {
                 continue;
             }
+            // Each kind described by its largest set.
+            let kinds: Vec<&FieldSet> = all
+                .iter()
+                .filter_map(|k| k.iter().max_by_key(|s| (s.fields.len(), s.count)).copied())
+                .collect();
             let described: Vec<String> = kinds
                 .iter()
                 .map(|k| format!("{{{}}}", k.fields.join(", ")))

@@ -284,6 +284,12 @@ impl<'a> Reply<'a> {
     pub fn n(&self) -> Option<i64> {
         self.n.as_ref().and_then(element_number)
     }
+
+    /// `nModified` of an update's reply: the documents it changed (read
+    /// when asked, not indexed: only an `$addToSet` asks).
+    pub fn n_modified(&self) -> Option<i64> {
+        element_number(&field(self.body.as_bytes(), b"nModified")?)
+    }
 }
 
 #[cfg(test)]

@@ -377,6 +377,16 @@ impl<'a> Command<'a> {
             .flatten()
     }
 
+    /// Whether it counts documents: `count`, or a pipeline with `$count`
+    /// or a `$group` summing 1 (what drivers send for `countDocuments`).
+    pub fn counts(&self) -> bool {
+        match self.kind {
+            Kind::Count => true,
+            Kind::Aggregate => self.pipeline().is_some_and(counts_in),
+            _ => false,
+        }
+    }
+
     /// Whether the documents a reply returns are the collection's documents
     /// as stored (a find or findAndModify without projection, or a pipeline
     /// that only filters, sorts and cuts), rather than projected or
@@ -461,12 +471,55 @@ impl<'a> Command<'a> {
     }
 }
 
+/// Whether a pipeline counts: a `$count` stage, or a `$group` summing 1.
+pub fn counts_in(pipeline: &[u8]) -> bool {
+    values(pipeline)
+        .map_while(Result::ok)
+        .filter_map(|stage| stage.as_document())
+        .any(|stage| {
+            field(stage, b"$count").is_some()
+                || field(stage, b"$group")
+                    .filter(|g| g.element_type == 0x03)
+                    .is_some_and(|g| {
+                        values(g.value).map_while(Result::ok).any(|acc| match acc {
+                            Value::Document(a) => field(a, b"$sum").is_some_and(|s| {
+                                matches!(s.read(), Value::Int32(1) | Value::Int64(1))
+                            }),
+                            _ => false,
+                        })
+                    })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{msg, with_command};
     use super::*;
     use crate::wire::{op_msg, Message};
     use bson::{cstr, rawdoc};
+
+    /// A `$count` stage or a `$group` summing 1 counts; a sum of a field,
+    /// or a pipeline that only filters, does not.
+    #[test]
+    fn counts_in_recognises_counting_pipelines() {
+        let counts = |d: bson::RawDocumentBuf| counts_in(d.get_array("p").unwrap().as_bytes());
+        assert!(counts(
+            rawdoc! {"p": [{"$match": {"postId": 1}}, {"$count": "n"}]}
+        ));
+        assert!(counts(
+            rawdoc! {"p": [{"$group": {"_id": "$postId", "n": {"$sum": 1}}}]}
+        ));
+        assert!(counts(
+            rawdoc! {"p": [{"$group": {"_id": null, "n": {"$sum": 1i64}}}]}
+        ));
+        assert!(!counts(
+            rawdoc! {"p": [{"$group": {"_id": "$postId", "t": {"$sum": "$likes"}}}]}
+        ));
+        assert!(!counts(
+            rawdoc! {"p": [{"$match": {"postId": 1}}, {"$limit": 5}]}
+        ));
+        assert!(!counts(rawdoc! {"p": []}));
+    }
 
     /// Reads return stored documents when nothing reshapes them: a find
     /// without projection, a pipeline that only filters, sorts and cuts.

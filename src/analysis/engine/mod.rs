@@ -391,8 +391,12 @@ impl Engine {
                 });
             if result {
                 let getmore = pending.getmore;
+                let filter = cmd.and_then(|c| match c.kind {
+                    Kind::Find => c.filter(),
+                    _ => c.first_match(),
+                });
                 self.requests
-                    .add_result(id, at, &origin, list, getmore, Some(frame), docs);
+                    .add_result(id, at, &origin, list, getmore, Some(frame), docs, filter);
             }
         }
         let trip = RoundTrip {
@@ -447,7 +451,12 @@ impl Engine {
                 .reply
                 .map(|r| r.write_error_indices())
                 .unwrap_or_default();
-            origin.partitioning = self.learn(conn, pending.at, cmd, origin, &failed);
+            // An update's `nModified` says whether its `$addToSet` grew
+            // the set (read only for updates: one walk of a small reply).
+            let modified = (cmd.kind == Kind::Update)
+                .then(|| outcome.reply.and_then(|r| r.n_modified()))
+                .flatten();
+            origin.partitioning = self.learn(conn, pending.at, cmd, origin, &failed, modified);
         }
         true
     }
@@ -520,6 +529,7 @@ impl Engine {
         cmd: &Command<'_>,
         origin: &mut RequestOrigin,
         failed: &[usize],
+        modified: Option<i64>,
     ) -> Option<partition::Partitioning> {
         let (finished, follow_up) = self.place(conn, at, cmd, origin);
         let (shape, namespace) = (&origin.shape, &origin.namespace);
@@ -527,7 +537,8 @@ impl Engine {
         let (events, partitioning) = {
             let mut k = lock(&self.knowledge);
             for inv in &finished {
-                k.patterns.commit(inv);
+                k.patterns
+                    .commit_since(&inv.invocation, inv.counted.as_ref());
             }
             k.operations += 1;
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
@@ -551,7 +562,7 @@ impl Engine {
                 partitioning,
                 follow_up: follow_up.as_ref(),
             };
-            let events = observe_writes(&mut k, &view, failed);
+            let events = observe_writes(&mut k, &view, failed, modified);
             k.trace = None;
             (events, partitioning)
         };
@@ -581,6 +592,7 @@ impl Engine {
             origin,
             trace,
             weight: self.weight,
+            count: cmd.counts(),
         };
         let (namespace, shape) = (&origin.namespace, origin.shape.hash);
         let (placed, finished) = self.requests.place(&op, state.current, || {
@@ -668,7 +680,8 @@ impl Engine {
                 let mut k = lock(&self.knowledge);
                 k.forgotten_requests += unanswered;
                 for inv in &finished {
-                    k.patterns.commit(inv);
+                    k.patterns
+                        .commit_since(&inv.invocation, inv.counted.as_ref());
                 }
             }
         }
@@ -684,13 +697,14 @@ impl Engine {
         // getMore may still extend it, so it is indexed, not dropped).
         self.requests.index_stale(now);
         let conns = &self.conns;
-        let done = self.requests.close_idle(now, |c| {
+        let done = self.requests.count_idle(now, |c| {
             conns.get(&c).is_some_and(|s| !s.pending.is_empty())
         });
         let events = {
             let mut k = lock(&self.knowledge);
             for inv in &done {
-                k.patterns.commit(inv);
+                k.patterns
+                    .commit_since(&inv.invocation, inv.counted.as_ref());
             }
             k.with_rules(Hooks::TICK, |rule, cx| rule.on_tick(cx))
         };
@@ -719,7 +733,8 @@ impl Engine {
             let mut k = lock(&self.knowledge);
             k.forgotten_requests += forgotten;
             for inv in &finished {
-                k.patterns.commit(inv);
+                k.patterns
+                    .commit_since(&inv.invocation, inv.counted.as_ref());
             }
         }
     }
@@ -734,7 +749,8 @@ impl Engine {
         if !finished.is_empty() {
             let mut k = lock(&self.knowledge);
             for inv in &finished {
-                k.patterns.commit(inv);
+                k.patterns
+                    .commit_since(&inv.invocation, inv.counted.as_ref());
             }
         }
     }

@@ -102,6 +102,7 @@ pub(super) fn observe_writes(
     k: &mut Knowledge,
     view: &OpView<'_>,
     failed: &[usize],
+    modified: Option<i64>,
 ) -> Vec<FindingEvent> {
     let (cmd, namespace) = (view.cmd, view.namespace);
     // Only these carry documents or updates (`Command::documents`,
@@ -136,7 +137,12 @@ pub(super) fn observe_writes(
     for u in &updates {
         match u.update {
             Some(doc) if u.is_operator_update() => {
-                k.namespaces.observe_update(namespace, u.filter, doc)
+                k.namespaces.observe_update(namespace, u.filter, doc);
+                // One statement: the reply's `nModified` is its own.
+                if let (Some(m), 1) = (modified, updates.len()) {
+                    k.namespaces
+                        .observe_set_growth(namespace, u.filter, doc, m > 0);
+                }
             }
             Some(doc) => {
                 let doc = Doc::new(doc, &k.namespaces.caps);

@@ -157,6 +157,59 @@ pub(super) fn record_written_lengths(state: &mut NamespaceState, id: u64, update
     }
 }
 
+/// What the server said of an `$addToSet` on the one document pinned by
+/// `id`: it modified the document (`grew`), so each set the update adds to
+/// grew, by one at least; or it did not, so none did. A known length is
+/// carried forward; an unknown one still counts the growth, or the lack
+/// of it (what tells a set still growing from one that has settled).
+pub(super) fn record_set_growth(
+    state: &mut NamespaceState,
+    id: u64,
+    update: &RawDocument,
+    grew: bool,
+) {
+    let Some(fields) = bson_walk::field(update.as_bytes(), b"$addToSet") else {
+        return;
+    };
+    if fields.element_type != 0x03 {
+        return;
+    }
+    for e in bson_walk::elements(fields.value).map_while(Result::ok) {
+        let Some(path) = e.key_str() else {
+            continue;
+        };
+        let path = fold_path(path);
+        if path.contains('$') || is_sliced_element(&e) {
+            continue;
+        }
+        let h = fnv1a(path.as_bytes());
+        let before = state
+            .documents
+            .map_get_mut(&id)
+            .and_then(|arrays| arrays.iter().find(|(p, _)| *p == h).map(|(_, l)| *l));
+        match before {
+            Some(before) => {
+                let len = if grew {
+                    before.saturating_add(1)
+                } else {
+                    before
+                };
+                record_length(state, id, &path, len);
+            }
+            None => {
+                let stats = state.arrays.get_or_insert_with(&*path, ArrayStats::default);
+                if grew {
+                    stats.growth_events += 1;
+                    stats.max_growth = stats.max_growth.max(1);
+                    stats.since_growth = 0;
+                } else {
+                    stats.since_growth += 1;
+                }
+            }
+        }
+    }
+}
+
 /// One document's array at `path` is `len` long: recorded in the path's
 /// lengths, and as growth when it is longer than last seen.
 fn record_length(state: &mut NamespaceState, id: u64, path: &str, len: u32) {
@@ -214,6 +267,43 @@ pub(super) fn record_bounded_paths(
 mod tests {
     use crate::analysis::namespaces::{Caps, Doc, Namespaces};
     use bson::rawdoc;
+
+    /// `followers: []` made by the insert, then one `$addToSet` per
+    /// follower: each that the server says modified the document grew the
+    /// set by one; one that modified nothing is a sign it has settled. A
+    /// set the insert did not make still counts its growth.
+    #[test]
+    fn add_to_set_grows_by_what_the_server_modified() {
+        let mut ns = Namespaces::default();
+        let caps = Caps::default();
+        ns.observe_document(
+            "app.users",
+            &Doc::new(&rawdoc! {"_id": 1, "followers": []}, &caps),
+        );
+        let filter = rawdoc! {"_id": 1};
+        for i in 0..30 {
+            let update = rawdoc! {"$addToSet": {"followers": i}};
+            ns.observe_update("app.users", Some(&filter), &update);
+            ns.observe_set_growth("app.users", Some(&filter), &update, true);
+        }
+        let stats = |ns: &Namespaces, path: &str| {
+            let a = ns
+                .get("app.users")
+                .unwrap()
+                .arrays
+                .get(&path.to_string())
+                .unwrap();
+            (a.lengths.max, a.growth_events, a.since_growth)
+        };
+        assert_eq!(stats(&ns, "followers"), (30, 30, 0));
+        let again = rawdoc! {"$addToSet": {"followers": 3}};
+        ns.observe_set_growth("app.users", Some(&filter), &again, false);
+        assert_eq!(stats(&ns, "followers"), (30, 30, 1));
+        // No insert seen: growth counted, no length made up.
+        let other = rawdoc! {"$addToSet": {"likes": "x"}};
+        ns.observe_set_growth("app.users", Some(&rawdoc! {"_id": 2}), &other, true);
+        assert_eq!(stats(&ns, "likes"), (0, 1, 0));
+    }
 
     #[test]
     fn writes_that_make_a_length_known_count_as_observations() {

@@ -234,11 +234,31 @@ impl Namespaces {
         doc: &Doc<'_>,
     ) {
         let id = doc.id.or_else(|| filter.and_then(pinned_id));
-        self.observe_document_with_id(namespace, doc, id)
+        let state = self.state(namespace);
+        // Its size and arrays, not its field set: the body is not the
+        // stored document (the server keeps the `_id`, and an upsert's
+        // body may never be stored), so it is no kind of its own.
+        state.doc_sizes.record(doc.raw.as_bytes().len() as u64);
+        record_arrays(state, doc, id);
     }
 
     fn observe_document_with_id(&mut self, namespace: &str, doc: &Doc<'_>, id: Option<u64>) {
         observe_in(self.state(namespace), doc, id)
+    }
+
+    /// What the server's answer to an update of one document tells of
+    /// its `$addToSet`s: whether the sets grew (`modified`: its
+    /// `nModified`), when the filter pins the document.
+    pub fn observe_set_growth(
+        &mut self,
+        namespace: &str,
+        filter: Option<&RawDocument>,
+        update: &RawDocument,
+        modified: bool,
+    ) {
+        if let Some(id) = filter.and_then(pinned_id) {
+            arrays::record_set_growth(self.state(namespace), id, update, modified);
+        }
     }
 
     /// What an update document tells: the array lengths it makes known
