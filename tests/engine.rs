@@ -1604,3 +1604,59 @@ fn nested_field_sets_are_one_kind_and_replacements_no_kind() {
         vec![("WL505".into(), "d.treatments".into())]
     );
 }
+
+/// A dashboard's `Promise.all`: six counts of one shape, one per status,
+/// sent on six pooled connections before any is answered, on every call:
+/// one `$group` answers them (WL402, naming the burst). The same
+/// concurrency with constants that change every call (six visitors'
+/// counts at once) is no burst.
+#[test]
+fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
+    let run = |same: bool| -> Vec<(String, String)> {
+        let k = knowledge();
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        let mut id = 0;
+        for call in 0..5 {
+            let mut sent = Vec::new();
+            for (i, status) in ["new", "paid", "packed", "shipped", "delivered", "returned"]
+                .iter()
+                .enumerate()
+            {
+                id += 1;
+                let value = if same {
+                    status.to_string()
+                } else {
+                    format!("{status}-{call}")
+                };
+                let body = rawdoc! {"aggregate": "orders", "pipeline": [{"$match": {"status": value}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"};
+                let conn = i as u64 + 1;
+                e.message(
+                    conn,
+                    Direction::Request,
+                    t,
+                    Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+                );
+                sent.push((conn, id));
+            }
+            for (conn, id) in sent {
+                let reply = rawdoc! {"cursor": {"id": 0i64, "ns": "d.orders", "firstBatch": [{"_id": 1, "n": 3}]}, "ok": 1.0};
+                e.message(
+                    conn,
+                    Direction::Reply,
+                    t,
+                    Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+                );
+            }
+        }
+        e.flush();
+        e.tick(t);
+        let k = k.lock().unwrap();
+        k.findings
+            .all()
+            .map(|f| (f.rule.to_string(), f.namespace.clone()))
+            .collect()
+    };
+    assert_eq!(run(true), vec![("WL402".into(), "d.orders".into())]);
+    assert_eq!(run(false), vec![]);
+}

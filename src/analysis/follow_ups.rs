@@ -79,6 +79,10 @@ pub struct ListRead {
     /// for its reviews): the request's parameters, context for whatever
     /// follows, however many elements carry them.
     selected_by: smallvec::SmallVec<[u64; 4]>,
+    /// The filter itself (a slice of its request's bytes, shared, not
+    /// copied) until a query could follow and it is hashed into
+    /// `selected_by`, as the reply is held.
+    selection: Option<Bytes>,
     /// Its documents followed by an operation of the request's root shape
     /// (see [`ListRead::link`]'s `strict`).
     strictly_followed: Vec<u32>,
@@ -204,6 +208,7 @@ impl ListRead {
             held: Vec::new(),
             held_bytes: 0,
             selected_by: smallvec::SmallVec::new(),
+            selection: None,
             strictly_followed: Vec::new(),
         }
     }
@@ -211,9 +216,19 @@ impl ListRead {
     /// Notes the values of `filter`, the query that read this result: a
     /// follow-up asking for them again took them from the request, not
     /// from an element.
-    pub fn selected_by(&mut self, filter: &RawDocument) {
-        // The top level's equalities and `$eq`/`$in` values, hashed as
-        // `asked` hashes them, without building its field list.
+    pub fn selected_by(&mut self, filter: Bytes) {
+        self.selection = Some(filter);
+    }
+
+    /// Hashes the held filter into `selected_by`: the top level's
+    /// equalities and `$eq`/`$in` values, hashed as `asked` hashes them.
+    fn index_selection(&mut self) {
+        let Some(bytes) = self.selection.take() else {
+            return;
+        };
+        let Ok(filter) = RawDocument::from_bytes(&bytes) else {
+            return;
+        };
         let mut keep = |v: RawBsonRef<'_>| {
             if linkable(v) && self.selected_by.len() < MAX_SELECTED {
                 self.selected_by.push(value_hash(v));
@@ -297,6 +312,7 @@ impl ListRead {
             + self.held.capacity() * std::mem::size_of::<(Bytes, u32)>()
             + self.held_bytes
             + self.strictly_followed.capacity() * 4
+            + self.selection.as_ref().map_or(0, Bytes::len)
     }
 
     /// Adds a batch of the list's documents (the first, or a getMore's).
@@ -403,11 +419,12 @@ impl ListRead {
         }
         let same_collection = *query.namespace == *self.origin.namespace;
         self.index_held();
+        self.index_selection();
         let (asked, source, per_element, docs) = query.asked.iter().find_map(|a| {
             if same_collection && a.field == "_id" {
                 return None;
             }
-            match self.came_from(a, query.namespace)? {
+            match self.came_from(a, query.namespace, same_collection)? {
                 // In its own collection only by one element's value: by a
                 // value every element carries, or a batch, it is the same
                 // data read another way (a tenant's dashboard widgets).
@@ -468,12 +485,20 @@ impl ListRead {
     /// Only references link: a value of reference type (ObjectId, UUID),
     /// or fields named like one (`_id`, `authorId`, `author_id`, a DBRef's
     /// `$id`, the follow-up collection's name).
-    fn came_from(&self, a: &Asked<'_>, namespace: &str) -> Option<(u8, Source, Vec<u32>)> {
+    fn came_from(
+        &self,
+        a: &Asked<'_>,
+        namespace: &str,
+        same_collection: bool,
+    ) -> Option<(u8, Source, Vec<u32>)> {
         let first = self.sources(*a.hashes.first()?);
         let mut candidates: Vec<u8> = first.iter().map(|e| e.1).collect();
         candidates.sort_unstable();
         candidates.dedup();
-        let selected = a.hashes.iter().all(|h| self.selected_by.contains(h));
+        // (In the result's own collection, a value it was selected by ties
+        // the query to one element as before: a post's comments counted in
+        // the posts container by the `postId` the post was read by.)
+        let selected = !same_collection && a.hashes.iter().all(|h| self.selected_by.contains(h));
         candidates.into_iter().find_map(|source| {
             let source_field = &self.fields[source as usize];
             if !is_reference(&a.field, source_field, a.values[0], namespace) {

@@ -28,6 +28,8 @@ pub struct RequestOrigin {
     /// not this operation's own (a follow-up of another root).
     pub request: Option<u64>,
     pub joined: Option<(Arc<str>, NamedBy)>,
+    /// The shape of the result it followed, when it followed one.
+    pub followed: Option<u64>,
 }
 
 /// The facts a request's shape (and comment) decides, the same for every
@@ -57,6 +59,7 @@ impl RequestOrigin {
             partitioning: None,
             request: None,
             joined: None,
+            followed: None,
         }
     }
 

@@ -28,7 +28,8 @@
 //! 6. **Engine** ([`engine`]): the [`command`] model, pairing with replies,
 //!    [`shape`]s (their ids from [`hash`]), access [`patterns`] and the
 //!    application [`requests`] they are made of (rebuilt from untagged
-//!    traffic by the values [`follow_ups`] link), namespace
+//!    traffic by the values [`follow_ups`] link), the [`bursts`] of one
+//!    shape sent at once, namespace
 //!    [`namespaces`], [`partition`] keys, and the hooks
 //!    of the rules it was handed ([`rule`], described by the
 //!    [`catalogue`]), whose [`findings`] land in the shared
@@ -37,6 +38,7 @@
 //! Every table on the way is bounded by the memory [`budget`].
 
 pub mod budget;
+pub mod bursts;
 pub mod catalogue;
 pub mod command;
 mod cpu_budget;

@@ -175,6 +175,30 @@ pub struct ShapeInfo {
     pub command: String,
     pub namespace: String,
     pub count: u64,
+    /// Whether a query followed a result of this shape (it leads others).
+    pub led: bool,
+    /// Its reads sent several at once (see `analysis::bursts`).
+    pub bursts: BurstStats,
+}
+
+/// A shape's bursts: groups of its reads sent at once that followed
+/// nothing.
+#[derive(Clone, Debug, Default)]
+pub struct BurstStats {
+    pub groups: u64,
+    pub members: u64,
+    pub largest: u32,
+    /// The constants of the latest groups (their filters' hashes added
+    /// up) and how often each came, at most 4.
+    pub constants: SmallVec<[(u64, u32); 4]>,
+}
+
+impl BurstStats {
+    /// Calls that sent the same constants as another: the most any set
+    /// of constants came.
+    pub fn recurring(&self) -> u32 {
+        self.constants.iter().map(|c| c.1).max().unwrap_or(0)
+    }
 }
 
 /// One invocation in progress on a connection.
@@ -246,6 +270,8 @@ impl PatternTable {
             command: super::budget::short_key(command).into_owned(),
             namespace: super::budget::short_key(namespace).into_owned(),
             count: 0,
+            led: false,
+            bursts: BurstStats::default(),
         });
         info.count += 1;
         let stats = self
@@ -318,6 +344,36 @@ impl PatternTable {
         if stats.sequence.is_empty() || counted.is_some_and(|c| stats.sequence[..] == c.shapes[..])
         {
             stats.sequence = inv.shapes[..inv.shapes.len().min(MAX_SHAPES_PER_PATTERN)].to_vec();
+        }
+    }
+
+    /// A complete burst of a shape's reads (see `analysis::bursts`).
+    pub fn burst(&mut self, burst: &super::bursts::Burst) {
+        let Some(info) = self.shapes.map_get_mut(&burst.shape) else {
+            return;
+        };
+        let b = &mut info.bursts;
+        b.groups += 1;
+        b.members += u64::from(burst.members);
+        b.largest = b.largest.max(burst.members);
+        match b.constants.iter_mut().find(|c| c.0 == burst.constants) {
+            Some(c) => c.1 += 1,
+            None => {
+                if b.constants.len() >= 4 {
+                    // The least seen makes room.
+                    if let Some(i) = (0..b.constants.len()).min_by_key(|&i| b.constants[i].1) {
+                        b.constants.remove(i);
+                    }
+                }
+                b.constants.push((burst.constants, 1));
+            }
+        }
+    }
+
+    /// A query followed a result of shape `shape`.
+    pub fn led(&mut self, shape: u64) {
+        if let Some(info) = self.shapes.map_get_mut(&shape) {
+            info.led = true;
         }
     }
 

@@ -155,7 +155,7 @@ pub struct Request {
     spread: bool,
     /// What its pattern was given when it went idle (see [`REQUEST_IDLE`]):
     /// at its close only what came after is added.
-    counted: Option<Invocation>,
+    counted: Option<Box<Invocation>>,
 }
 
 /// What a request gives its pattern when it closes or goes idle: the
@@ -164,7 +164,7 @@ pub struct Request {
 #[derive(Debug)]
 pub struct Done {
     pub invocation: Invocation,
-    pub counted: Option<Invocation>,
+    pub counted: Option<Box<Invocation>>,
 }
 
 /// Requests an operation closed (most often one: the connection's
@@ -287,10 +287,12 @@ impl Requests {
                 r.at = op.at;
                 let batch = followed.as_ref().is_some_and(|f| f.link.batch);
                 // What WL401 and WL403 explain: a list's per-element
-                // follow-ups, and counts of what a result holds.
-                let explained = followed
-                    .as_ref()
-                    .is_some_and(|f| (f.link.per_element && f.leading_list) || op.count);
+                // follow-ups, and the counts a request sends beside its
+                // reads.
+                let explained = op.count
+                    || followed
+                        .as_ref()
+                        .is_some_and(|f| f.link.per_element && f.leading_list);
                 if batch {
                     r.invocation.batches += 1;
                 }
@@ -371,8 +373,21 @@ impl Requests {
     /// `r` (an unnamed request with results), and whether it has the
     /// request's root shape (see [`Requests::follow`]).
     fn eligible(r: &Request, shape: &Shape) -> Option<bool> {
-        (r.named_by == NamedBy::Shape && !r.results.is_empty())
-            .then_some(r.invocation.first_shape == shape.hash)
+        if r.named_by != NamedBy::Shape || r.results.is_empty() {
+            return None;
+        }
+        let root = r.invocation.first_shape;
+        if root != shape.hash {
+            return Some(false);
+        }
+        // Only a list of several, not the root's own result, can be
+        // followed by an operation of the root's shape (checked before
+        // the operation's filter is read or any result hashed: a
+        // connection repeating one query costs nothing more).
+        r.results
+            .iter()
+            .any(|l| l.list && l.docs >= 2 && l.origin.shape.hash != root)
+            .then_some(true)
     }
 
     /// The open request (and its result) an untagged operation follows,
@@ -447,7 +462,7 @@ impl Requests {
         getmore: bool,
         reply: Option<&bytes::Bytes>,
         docs: &[&bson::RawDocument],
-        filter: Option<&bson::RawDocument>,
+        filter: Option<bytes::Bytes>,
     ) {
         let full = self.pool.full();
         let Some(r) = self.get_mut(id) else {
@@ -523,7 +538,7 @@ impl Requests {
             }
             idle.push(Done {
                 invocation: r.invocation.clone(),
-                counted: r.counted.replace(r.invocation.clone()),
+                counted: r.counted.replace(Box::new(r.invocation.clone())),
             });
         }
         self.charge_now();

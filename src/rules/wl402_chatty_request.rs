@@ -8,7 +8,10 @@
 //! counts of what a result holds (WL403's) are not counted, nor batched
 //! fetches for a whole list (an `$in` of its references, WL401's fix);
 //! of the rest, only the queries sent in most calls. A list page that is
-//! chatty only because of its N+1 gets the N+1. The blogging platform of *How
+//! chatty only because of its N+1 gets the N+1. Also reported: one shape
+//! sent several times at once, differing only in a constant, call after
+//! call with the same constants (a `Promise.all` of one count per status,
+//! see `analysis::bursts`): one `$in` or `$group` answers it. The blogging platform of *How
 //! to model and partition data on Azure Cosmos DB using a real-world
 //! example*, V1, query Q2, fetches the post, its author's name, its
 //! comment count and its like count: four round trips for one page.
@@ -36,6 +39,62 @@ pub static CHATTY: RuleMeta = RuleMeta {
 pub struct ChattyRequest {
     /// Pattern → operations per call last reported (re-reported on change).
     reported: RuleTable<String, String>,
+}
+
+impl ChattyRequest {
+    /// Reads of one shape sent several at once on call after call with
+    /// the same constants, following nothing and led by nothing (see
+    /// `analysis::bursts`): one query split in many.
+    fn bursts(&mut self, cx: &mut RuleContext<'_>) -> Vec<FindingDraft> {
+        let mut drafts = Vec::new();
+        for (hash, info) in cx.patterns.shapes.iter() {
+            let b = &info.bursts;
+            let recurring = b.recurring();
+            if info.led
+                || b.groups == 0
+                || (recurring as f64) < cx.threshold(&CHATTY, &info.namespace, "min_calls")
+                || (b.largest as f64) < 3.0
+            {
+                continue;
+            }
+            let shape = info.shape.text.to_string();
+            let subject = format!("burst {shape}");
+            let per_call = b.members as f64 / b.groups as f64;
+            let summary = format!("{per_call:.1} {recurring}");
+            if self.reported.get(&subject) == Some(&summary) {
+                continue;
+            }
+            self.reported.insert(subject.clone(), summary, cx.pool);
+            let pattern = cx
+                .patterns
+                .patterns
+                .iter()
+                .find(|(_, p)| p.shapes.contains(hash))
+                .map(|(name, _)| name.to_string());
+            let mut evidence = BTreeMap::new();
+            evidence.insert(
+                "sent_at_once".into(),
+                json!((per_call * 10.0).round() / 10.0),
+            );
+            evidence.insert("largest_burst".into(), json!(b.largest));
+            evidence.insert("bursts".into(), json!(b.groups));
+            evidence.insert("same_constants_again".into(), json!(recurring));
+            drafts.push(FindingDraft {
+                namespace: info.namespace.clone(),
+                subject,
+                severity: CHATTY.severity,
+                pattern,
+                shape: Some(shape.clone()),
+                message: format!(
+                    "`{shape}` is sent {per_call:.1} times at once, differing only in a constant, on {} calls \
+                     ({recurring} with the same constants): one query answers them — an $in, or one $group by that field",
+                    b.groups
+                ),
+                evidence,
+            });
+        }
+        drafts
+    }
 }
 
 impl Rule for ChattyRequest {
@@ -129,6 +188,7 @@ impl Rule for ChattyRequest {
                 evidence,
             });
         }
+        drafts.extend(self.bursts(cx));
         for draft in drafts {
             cx.report(&CHATTY, draft);
         }

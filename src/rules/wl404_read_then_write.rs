@@ -211,9 +211,10 @@ impl Rule for ReadThenWrite {
                             cx.pool,
                         );
                     }
-                    None => {
+                    None if !self.last.is_empty() => {
                         self.last.remove(ns);
                     }
+                    None => {}
                 }
             }
             Kind::Insert => {
@@ -273,7 +274,7 @@ impl Rule for ReadThenWrite {
         source: DocSource,
         _cx: &mut RuleContext<'_>,
     ) {
-        if source != DocSource::Returned {
+        if source != DocSource::Returned || self.last.is_empty() {
             return;
         }
         let Some(read) = self.last.get_mut(op.namespace) else {
@@ -298,7 +299,7 @@ impl Rule for ReadThenWrite {
     }
 
     fn on_operation(&mut self, done: &CompletedOp<'_>, _cx: &mut RuleContext<'_>) {
-        if done.op.cmd.kind != Kind::Find {
+        if done.op.cmd.kind != Kind::Find || self.last.is_empty() {
             return;
         }
         if let Some(read) = self.last.get_mut(done.op.namespace) {

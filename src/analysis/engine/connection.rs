@@ -25,6 +25,9 @@ pub(super) struct Pending {
     pub(super) learn: bool,
     /// Its bytes (see `ConnState::hold`).
     pub(super) bytes: usize,
+    /// The group of reads of its shape sent at once it belongs to (see
+    /// `analysis::bursts`).
+    pub(super) burst: Option<crate::analysis::bursts::Member>,
 }
 
 impl Pending {
@@ -42,6 +45,7 @@ impl Pending {
             continuation: false,
             learn: false,
             bytes: 0,
+            burst: None,
         }
     }
 }

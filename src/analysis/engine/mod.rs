@@ -16,6 +16,7 @@ use observe::{
 };
 
 use super::budget::{self, Lru, Pool};
+use super::bursts::Bursts;
 use super::command::{Command, CursorBatch, Kind, Reply, ReplyIndex};
 use super::findings::FindingEvent;
 use super::follow_ups;
@@ -176,6 +177,10 @@ pub struct Engine {
     comment_shapes: Lru<u64, usize>,
     /// The application's requests in progress (see `requests`).
     requests: Requests,
+    /// Reads of one shape sent at once (see `bursts`), charged to the
+    /// connections pool at their most.
+    bursts: Bursts,
+    _bursts_charge: budget::Charge,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -193,6 +198,8 @@ impl Engine {
             live,
             origins: Lru::in_pool(MAX_ORIGINS, pool.clone(), origin_weight),
             requests: Requests::new(pool.clone()),
+            bursts: Bursts::default(),
+            _bursts_charge: budget::Charge::new(&pool, Bursts::most_bytes()),
             comment_shapes: Lru::in_pool(MAX_ORIGINS, pool.clone(), budget::fixed),
             pool,
             weight: 1,
@@ -281,8 +288,17 @@ impl Engine {
                 let Some(origin) = self.origin_of(cmd) else {
                     return;
                 };
+                // A read's filter, hashed: what tells the reads of one
+                // shape sent at once apart (their constants).
+                let filter = match cmd.kind {
+                    Kind::Find | Kind::Count | Kind::Distinct => cmd.filter().map(|f| f.as_bytes()),
+                    Kind::Aggregate => cmd.pipeline(),
+                    _ => None,
+                };
+                let burst = filter.map(|f| self.bursts.sent(origin.shape.hash, shape::fnv1a(f)));
                 let mut pending = Pending::new(at, parsed, Some(origin), false);
                 pending.learn = true;
+                pending.burst = burst;
                 self.remember(conn, request_id, pending);
             }
             _ => {}
@@ -376,7 +392,15 @@ impl Engine {
             return;
         };
         let outcome = Outcome::of(reply.as_ref());
-        if pending.learn && !self.learn_if_accepted(conn, &pending, &mut origin, &outcome) {
+        let accepted =
+            !pending.learn || self.learn_if_accepted(conn, &pending, &mut origin, &outcome);
+        if let Some(id) = pending.burst {
+            let followed = !accepted || origin.followed.is_some();
+            if let Some(burst) = self.bursts.answered(id, followed) {
+                lock(&self.knowledge).patterns.burst(&burst);
+            }
+        }
+        if !accepted {
             return;
         }
         let returned = Returned::of(outcome.reply);
@@ -391,10 +415,16 @@ impl Engine {
                 });
             if result {
                 let getmore = pending.getmore;
-                let filter = cmd.and_then(|c| match c.kind {
-                    Kind::Find => c.filter(),
-                    _ => c.first_match(),
-                });
+                // The filter the result was selected by, as a slice of the
+                // request's bytes (shared, hashed only if a query could
+                // follow the result).
+                let request = pending.request.borrow_owner();
+                let filter = cmd
+                    .and_then(|c| match c.kind {
+                        Kind::Find => c.filter(),
+                        _ => c.first_match(),
+                    })
+                    .and_then(|f| slice_of(request, f.as_bytes()));
                 self.requests
                     .add_result(id, at, &origin, list, getmore, Some(frame), docs, filter);
             }
@@ -538,7 +568,10 @@ impl Engine {
             let mut k = lock(&self.knowledge);
             for inv in &finished {
                 k.patterns
-                    .commit_since(&inv.invocation, inv.counted.as_ref());
+                    .commit_since(&inv.invocation, inv.counted.as_deref());
+            }
+            if let Some(leading) = origin.followed {
+                k.patterns.led(leading);
             }
             k.operations += 1;
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
@@ -602,6 +635,7 @@ impl Engine {
         origin.request = Some(placed.request);
         origin.joined =
             (*placed.pattern != *origin.pattern).then(|| (placed.pattern.clone(), placed.named_by));
+        origin.followed = placed.followed.as_ref().map(|f| f.leading.shape.hash);
         let follow_up = placed
             .followed
             .filter(|f| f.link.per_element && f.leading_list && cmd.kind == Kind::Find)
@@ -681,7 +715,7 @@ impl Engine {
                 k.forgotten_requests += unanswered;
                 for inv in &finished {
                     k.patterns
-                        .commit_since(&inv.invocation, inv.counted.as_ref());
+                        .commit_since(&inv.invocation, inv.counted.as_deref());
                 }
             }
         }
@@ -704,7 +738,7 @@ impl Engine {
             let mut k = lock(&self.knowledge);
             for inv in &done {
                 k.patterns
-                    .commit_since(&inv.invocation, inv.counted.as_ref());
+                    .commit_since(&inv.invocation, inv.counted.as_deref());
             }
             k.with_rules(Hooks::TICK, |rule, cx| rule.on_tick(cx))
         };
@@ -734,13 +768,14 @@ impl Engine {
             k.forgotten_requests += forgotten;
             for inv in &finished {
                 k.patterns
-                    .commit_since(&inv.invocation, inv.counted.as_ref());
+                    .commit_since(&inv.invocation, inv.counted.as_deref());
             }
         }
     }
 
     /// Completes every request (at shutdown, so reports are whole).
     pub fn flush(&mut self) {
+        self.bursts.clear();
         let conns: Vec<u64> = self.conns.keys().copied().collect();
         for conn in conns {
             self.closed(conn);
@@ -750,10 +785,25 @@ impl Engine {
             let mut k = lock(&self.knowledge);
             for inv in &finished {
                 k.patterns
-                    .commit_since(&inv.invocation, inv.counted.as_ref());
+                    .commit_since(&inv.invocation, inv.counted.as_deref());
             }
         }
     }
+}
+
+/// `part`, a slice of `frame`'s bytes, as a `Bytes`: sharing them when it
+/// is most of the frame (no copy), else a copy (so that what holds it is
+/// charged for what it keeps alive).
+fn slice_of(frame: &Bytes, part: &[u8]) -> Option<Bytes> {
+    let start = (part.as_ptr() as usize).checked_sub(frame.as_ptr() as usize)?;
+    if start + part.len() > frame.len() {
+        return None;
+    }
+    Some(if 2 * part.len() + 64 >= frame.len() {
+        frame.slice(start..start + part.len())
+    } else {
+        Bytes::copy_from_slice(part)
+    })
 }
 
 fn lock(knowledge: &Mutex<Knowledge>) -> std::sync::MutexGuard<'_, Knowledge> {

@@ -1,0 +1,173 @@
+//! Bursts: one query shape sent several times at once, differing only in
+//! a constant — a dashboard's `Promise.all` of six `countDocuments({status})`,
+//! one per status. Each of them follows nothing (no value ties them
+//! together), yet they are one question that one query answers (an `$in`,
+//! or one `$group` by the field).
+//!
+//! At once means on the wire, not on a clock: a group is the reads of one
+//! shape sent before the first of them was answered, across the pool's
+//! connections. A group is complete once each member is answered (or when
+//! newer groups push it out); it is a burst of the application's own when
+//! it has at least [`MIN_MEMBERS`] members and none of them followed a
+//! result (per-row lookups sent in parallel are WL401's). Whether the same
+//! burst recurs — the same constants, call after call — is counted per
+//! shape by the pattern table; concurrent requests of different users do
+//! not repeat their constants.
+
+use std::collections::HashMap;
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Members from which a group is a burst.
+pub const MIN_MEMBERS: u32 = 3;
+/// Groups taking members, and groups waiting for answers, per engine, at
+/// most each; past it they are forgotten (the oldest waiting one first).
+const MAX_GROUPS: usize = 64;
+/// Members counted per group, at most (a runaway group is no burst).
+const MAX_MEMBERS: u32 = 256;
+
+struct Group {
+    id: u64,
+    members: u32,
+    answered: u32,
+    /// The members' filters, hashed and added up: the same constants in
+    /// any order give the same sum.
+    constants: u64,
+    /// Whether a member followed a result of an open request.
+    followed: bool,
+}
+
+/// A complete group of at least [`MIN_MEMBERS`] reads that followed nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Burst {
+    pub shape: u64,
+    pub members: u32,
+    pub constants: u64,
+}
+
+/// Which group of its shape a read belongs to (see [`Bursts::sent`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Member {
+    shape: u64,
+    group: u64,
+}
+
+#[derive(Default)]
+pub struct Bursts {
+    /// Per shape, the group taking members (none of it answered yet).
+    taking: FastMap<u64, Group>,
+    /// Groups answered in part, waiting for their other members.
+    waiting: FastMap<u64, (u64, Group)>,
+    next_id: u64,
+}
+
+impl Bursts {
+    /// A read of shape `shape` whose filter hashes to `filter` was sent.
+    pub fn sent(&mut self, shape: u64, filter: u64) -> Member {
+        if let Some(g) = self.taking.get_mut(&shape) {
+            if g.members < MAX_MEMBERS {
+                g.members += 1;
+                g.constants = g.constants.wrapping_add(filter);
+                return Member { shape, group: g.id };
+            }
+        }
+        if self.taking.len() >= MAX_GROUPS {
+            self.taking.clear();
+        }
+        self.next_id += 1;
+        let group = Group {
+            id: self.next_id,
+            members: 1,
+            answered: 0,
+            constants: filter,
+            followed: false,
+        };
+        self.taking.insert(shape, group);
+        Member {
+            shape,
+            group: self.next_id,
+        }
+    }
+
+    /// `member` was answered (`followed`: it followed a result): the burst
+    /// it completes, if it does. Its group takes no more members.
+    pub fn answered(&mut self, member: Member, followed: bool) -> Option<Burst> {
+        let g = match self.taking.get(&member.shape) {
+            Some(g) if g.id == member.group => self.taking.remove(&member.shape)?,
+            _ => self.waiting.remove(&member.group)?.1,
+        };
+        let mut g = g;
+        g.answered += 1;
+        g.followed |= followed;
+        if g.answered < g.members {
+            if self.waiting.len() >= MAX_GROUPS {
+                if let Some(oldest) = self.waiting.keys().min().copied() {
+                    self.waiting.remove(&oldest);
+                }
+            }
+            self.waiting.insert(g.id, (member.shape, g));
+            return None;
+        }
+        (g.members >= MIN_MEMBERS && !g.followed).then_some(Burst {
+            shape: member.shape,
+            members: g.members,
+            constants: g.constants,
+        })
+    }
+
+    /// The most its two tables can hold, in bytes (a hash table of 64
+    /// entries has at most 128 slots, each a control byte beside it):
+    /// what the engine charges for it, once.
+    pub fn most_bytes() -> usize {
+        2 * 2 * MAX_GROUPS * (std::mem::size_of::<(u64, (u64, Group))>() + 1)
+    }
+
+    /// Forgets the groups (the engine was flushed).
+    pub fn clear(&mut self) {
+        self.taking.clear();
+        self.waiting.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Six reads of one shape sent before any answer are one group; a
+    /// read sent after the first answer starts the next; a group with a
+    /// member that followed a result is no burst.
+    #[test]
+    fn reads_sent_before_an_answer_are_one_group() {
+        let mut b = Bursts::default();
+        let ids: Vec<Member> = (0..6).map(|i| b.sent(7, 100 + i)).collect();
+        assert!(ids.iter().all(|m| m.group == ids[0].group));
+        assert_eq!(b.answered(ids[0], false), None);
+        let late = b.sent(7, 1);
+        assert_ne!(
+            late.group, ids[0].group,
+            "sent after an answer: another group"
+        );
+        for id in &ids[1..5] {
+            assert_eq!(b.answered(*id, false), None);
+        }
+        let burst = b.answered(ids[5], false).unwrap();
+        assert_eq!((burst.shape, burst.members), (7, 6));
+        assert_eq!(burst.constants, (100..106u64).sum::<u64>());
+        assert_eq!(b.answered(late, false), None, "one member: no burst");
+        let ids: Vec<Member> = (0..4).map(|i| b.sent(9, i)).collect();
+        assert_eq!(b.answered(ids[0], true), None);
+        for id in &ids[1..] {
+            assert_eq!(b.answered(*id, false), None, "a member followed");
+        }
+    }
+
+    /// Groups never answered are dropped, oldest first, past the cap.
+    #[test]
+    fn groups_are_bounded() {
+        let mut b = Bursts::default();
+        for shape in 0..1000 {
+            b.sent(shape, 0);
+        }
+        assert!(b.taking.len() <= MAX_GROUPS && b.waiting.len() <= MAX_GROUPS);
+    }
+}
