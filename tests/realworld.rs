@@ -21,8 +21,7 @@
 //! a second of application work before each operation, which must give the
 //! same (rule, namespace, severity) as the live run. Where FerretDB runs
 //! on SQLite, each application also runs live once more with every core
-//! kept busy, to the same findings (but the Spring ones: their Maven
-//! start-up would double the suite for the same analysis).
+//! kept busy, to the same findings.
 //!
 //! `WIRELINT_REALWORLD=name` runs one application.
 
@@ -153,9 +152,6 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
         proxy.shutdown().await;
         findings
     };
-    // Under contention: every application but the Spring ones, whose
-    // Maven start-up would double the suite's time for the same analysis.
-    let rerun = (!dir.join("pom.xml").exists()).then_some(rerun);
     if let Some(unsteady) = steadiness(&name, &settings, &report.findings, &events, rerun).await {
         failure.get_or_insert_with(String::new).push_str(&unsteady);
     }

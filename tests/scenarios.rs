@@ -3,9 +3,8 @@
 //! `expected.json`, the findings that must appear. Each runs through
 //! wirelint against a fresh FerretDB; a missing finding and a finding not
 //! listed both fail (precision matters as much as recall). Each run, tagged
-//! and untagged, also replays its traffic at another speed, and the
-//! untagged one runs again under CPU contention, to the same findings
-//! (`common::recording`).
+//! and untagged, also replays its traffic at another speed and runs again
+//! under CPU contention, to the same findings (`common::recording`).
 
 mod common;
 
@@ -22,8 +21,8 @@ fn python() -> Command {
 /// Runs `script URI args…` through a wirelint configured by the scenario's
 /// `wirelint.toml`, in front of `backend`; returns its report. With
 /// `steady`, the same traffic must also give the same findings at another
-/// speed (`common::recording::steadiness`), and, untagged (where requests
-/// are rebuilt from the values), run again under CPU contention.
+/// speed (`common::recording::steadiness`) and when run again under CPU
+/// contention.
 async fn run_through_wirelint(
     name: &str,
     backend: &Backend,
@@ -69,7 +68,6 @@ async fn run_through_wirelint(
             proxy.shutdown().await;
             findings
         };
-        let rerun = (!tagged).then_some(rerun);
         let unsteady = steadiness(name, &settings, &report.findings, &events, rerun).await;
         assert!(unsteady.is_none(), "{}", unsteady.unwrap_or_default());
     }

@@ -83,6 +83,8 @@ pub struct ListRead {
     /// copied) until a query could follow and it is hashed into
     /// `selected_by`, as the reply is held.
     selection: Option<Bytes>,
+    /// What `selection` keeps alive: its request's bytes.
+    selection_bytes: usize,
     /// Its documents followed by an operation of the request's root shape
     /// (see [`ListRead::link`]'s `strict`).
     strictly_followed: Vec<u32>,
@@ -209,6 +211,7 @@ impl ListRead {
             held_bytes: 0,
             selected_by: smallvec::SmallVec::new(),
             selection: None,
+            selection_bytes: 0,
             strictly_followed: Vec::new(),
         }
     }
@@ -216,8 +219,10 @@ impl ListRead {
     /// Notes the values of `filter`, the query that read this result: a
     /// follow-up asking for them again took them from the request, not
     /// from an element.
-    pub fn selected_by(&mut self, filter: Bytes) {
+    /// `filter` shares the bytes of its request, `keeps` of them.
+    pub fn selected_by(&mut self, (filter, keeps): (Bytes, usize)) {
         self.selection = Some(filter);
+        self.selection_bytes = keeps;
     }
 
     /// Hashes the held filter into `selected_by`: the top level's
@@ -226,6 +231,7 @@ impl ListRead {
         let Some(bytes) = self.selection.take() else {
             return;
         };
+        self.selection_bytes = 0;
         let Ok(filter) = RawDocument::from_bytes(&bytes) else {
             return;
         };
@@ -312,7 +318,7 @@ impl ListRead {
             + self.held.capacity() * std::mem::size_of::<(Bytes, u32)>()
             + self.held_bytes
             + self.strictly_followed.capacity() * 4
-            + self.selection.as_ref().map_or(0, Bytes::len)
+            + self.selection_bytes
     }
 
     /// Adds a batch of the list's documents (the first, or a getMore's).

@@ -462,7 +462,7 @@ impl Requests {
         getmore: bool,
         reply: Option<&bytes::Bytes>,
         docs: &[&bson::RawDocument],
-        filter: Option<bytes::Bytes>,
+        filter: Option<(bytes::Bytes, usize)>,
     ) {
         let full = self.pool.full();
         let Some(r) = self.get_mut(id) else {

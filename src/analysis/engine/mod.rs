@@ -415,11 +415,13 @@ impl Engine {
                 });
             if result {
                 let getmore = pending.getmore;
-                // The filter the result was selected by, as a slice of the
-                // request's bytes (shared, hashed only if a query could
-                // follow the result).
+                // A list's filter, what it was selected by, as a slice of
+                // the request's bytes (shared, hashed only if a query could
+                // follow the list; a detail read's follow-ups are never per
+                // element, so its filter is not kept).
                 let request = pending.request.borrow_owner();
                 let filter = cmd
+                    .filter(|_| list && !getmore)
                     .and_then(|c| match c.kind {
                         Kind::Find => c.filter(),
                         _ => c.first_match(),
@@ -791,19 +793,12 @@ impl Engine {
     }
 }
 
-/// `part`, a slice of `frame`'s bytes, as a `Bytes`: sharing them when it
-/// is most of the frame (no copy), else a copy (so that what holds it is
-/// charged for what it keeps alive).
-fn slice_of(frame: &Bytes, part: &[u8]) -> Option<Bytes> {
+/// `part`, a slice of `frame`'s bytes, as a `Bytes` sharing them (no copy),
+/// with the length of what it keeps alive (the whole frame, to charge).
+fn slice_of(frame: &Bytes, part: &[u8]) -> Option<(Bytes, usize)> {
     let start = (part.as_ptr() as usize).checked_sub(frame.as_ptr() as usize)?;
-    if start + part.len() > frame.len() {
-        return None;
-    }
-    Some(if 2 * part.len() + 64 >= frame.len() {
-        frame.slice(start..start + part.len())
-    } else {
-        Bytes::copy_from_slice(part)
-    })
+    (start + part.len() <= frame.len())
+        .then(|| (frame.slice(start..start + part.len()), frame.len()))
 }
 
 fn lock(knowledge: &Mutex<Knowledge>) -> std::sync::MutexGuard<'_, Knowledge> {
