@@ -1515,8 +1515,9 @@ fn a_value_the_list_was_selected_by_is_context_once_per_list() {
 
 /// A feed importer: per item, a find by its natural key, then an insert
 /// when nothing was found or an update of the document found (WL404); the
-/// same feed written with one upsert per item, or items whose update keeps
-/// a value the read returned (the read feeds the write), is silent.
+/// same feed written with one upsert per item, items whose update keeps a
+/// value the read returned (the read feeds the write), a check that only
+/// ever inserts, and edits that never insert are silent.
 #[test]
 fn a_read_by_key_then_insert_or_update_is_one_upsert() {
     // Item 0 is new; items 1 to 7 were stored by an earlier run.
@@ -1525,7 +1526,7 @@ fn a_read_by_key_then_insert_or_update_is_one_upsert() {
         for i in 0..8 {
             let sku = format!("A-{}", i % 5);
             let key = rawdoc! {"supplierId": "s1", "sku": sku.clone()};
-            let stored = i >= 1;
+            let stored = how != "names" && i >= 1;
             if how == "upsert" {
                 ops.push((1, rawdoc! {"update": "products", "updates": [{"q": key.clone(), "u": {"$set": {"price": i}}, "upsert": true}], "$db": "d"}, vec![]));
                 continue;
@@ -1559,6 +1560,9 @@ fn a_read_by_key_then_insert_or_update_is_one_upsert() {
     );
     assert_eq!(run_ops(feed("upsert")).rules, vec![]);
     assert_eq!(run_ops(feed("fed")).rules, vec![]);
+    // A name checked free before each insert, never an update: a
+    // uniqueness check, not an insert-or-update.
+    assert_eq!(run_ops(feed("names")).rules, vec![]);
     // Loads by key then edits, never an insert: not a de-duplication.
     let edits: Vec<Op> = feed("read").into_iter().skip(2).collect();
     assert_eq!(run_ops(edits).rules, vec![]);
@@ -1606,8 +1610,9 @@ fn nested_field_sets_are_one_kind_and_replacements_no_kind() {
 }
 
 /// A dashboard's `Promise.all`: six counts of one shape, one per status,
-/// sent on six pooled connections before any is answered, on every call:
-/// one `$group` answers them (WL402, naming the burst). The same
+/// sent on six pooled connections before any is answered, on every call
+/// (each call's "since" moment its own): one `$group` answers them
+/// (WL402, naming the burst). The same
 /// concurrency with constants that change every call (six visitors'
 /// counts at once) is no burst.
 #[test]
@@ -1629,7 +1634,9 @@ fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
                 } else {
                     format!("{status}-{call}")
                 };
-                let body = rawdoc! {"aggregate": "orders", "pipeline": [{"$match": {"status": value}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"};
+                // Every member of a call asks since the same moment, a
+                // new one each call (computed from the clock).
+                let body = rawdoc! {"aggregate": "orders", "pipeline": [{"$match": {"status": value, "since": {"$gte": call}}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"};
                 let conn = i as u64 + 1;
                 e.message(
                     conn,

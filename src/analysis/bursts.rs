@@ -12,7 +12,10 @@
 //! result (per-row lookups sent in parallel are WL401's). Whether the same
 //! burst recurs — the same constants, call after call — is counted per
 //! shape by the pattern table; concurrent requests of different users do
-//! not repeat their constants.
+//! not repeat their constants. A burst's constants are those of the
+//! filter's fields whose values differ between its members (the six
+//! statuses), not those they share (a "since" date every member computes
+//! from the clock).
 
 use std::collections::HashMap;
 
@@ -25,14 +28,32 @@ pub const MIN_MEMBERS: u32 = 3;
 const MAX_GROUPS: usize = 64;
 /// Members counted per group, at most (a runaway group is no burst).
 const MAX_MEMBERS: u32 = 256;
+/// Top-level filter fields told apart, at most.
+pub const MAX_FIELDS: usize = 8;
+
+/// A filter's top-level fields' values, each hashed (at most
+/// [`MAX_FIELDS`]): what tells the members of a group apart.
+pub type Fields = smallvec::SmallVec<[u64; MAX_FIELDS]>;
+
+/// The hashes of `filter`'s top-level values, in order.
+pub fn fields_of(filter: &[u8]) -> Fields {
+    crate::wire::bson_walk::elements(filter)
+        .map_while(Result::ok)
+        .take(MAX_FIELDS)
+        .map(|e| super::shape::fnv1a(e.value))
+        .collect()
+}
 
 struct Group {
     id: u64,
     members: u32,
     answered: u32,
-    /// The members' filters, hashed and added up: the same constants in
-    /// any order give the same sum.
-    constants: u64,
+    /// The first member's field values, which fields any other member's
+    /// differ in (bit i: field i), and each field's values added up (the
+    /// same values in any order give the same sum).
+    first: Fields,
+    differs: u8,
+    sums: [u64; MAX_FIELDS],
     /// Whether a member followed a result of an open request.
     followed: bool,
 }
@@ -61,13 +82,31 @@ pub struct Bursts {
     next_id: u64,
 }
 
+impl Group {
+    /// The values of the fields its members differ in, added up per
+    /// field and combined: the same question asked again gives the same.
+    fn constants(&self) -> u64 {
+        (0..MAX_FIELDS)
+            .filter(|i| self.differs & (1 << i) != 0)
+            .fold(0xcbf2_9ce4_8422_2325u64, |acc, i| {
+                (acc ^ self.sums[i] ^ i as u64).wrapping_mul(0x100_0000_01b3)
+            })
+    }
+}
+
 impl Bursts {
-    /// A read of shape `shape` whose filter hashes to `filter` was sent.
-    pub fn sent(&mut self, shape: u64, filter: u64) -> Member {
+    /// A read of shape `shape` whose filter's fields hash to `fields` was
+    /// sent.
+    pub fn sent(&mut self, shape: u64, fields: Fields) -> Member {
         if let Some(g) = self.taking.get_mut(&shape) {
             if g.members < MAX_MEMBERS {
                 g.members += 1;
-                g.constants = g.constants.wrapping_add(filter);
+                for (i, h) in fields.iter().enumerate() {
+                    if g.first.get(i) != Some(h) {
+                        g.differs |= 1 << i;
+                    }
+                    g.sums[i] = g.sums[i].wrapping_add(*h);
+                }
                 return Member { shape, group: g.id };
             }
         }
@@ -75,11 +114,17 @@ impl Bursts {
             self.taking.clear();
         }
         self.next_id += 1;
+        let mut sums = [0u64; MAX_FIELDS];
+        for (i, h) in fields.iter().enumerate() {
+            sums[i] = *h;
+        }
         let group = Group {
             id: self.next_id,
             members: 1,
             answered: 0,
-            constants: filter,
+            first: fields,
+            differs: 0,
+            sums,
             followed: false,
         };
         self.taking.insert(shape, group);
@@ -108,10 +153,10 @@ impl Bursts {
             self.waiting.insert(g.id, (member.shape, g));
             return None;
         }
-        (g.members >= MIN_MEMBERS && !g.followed).then_some(Burst {
+        (g.members >= MIN_MEMBERS && !g.followed).then(|| Burst {
             shape: member.shape,
             members: g.members,
-            constants: g.constants,
+            constants: g.constants(),
         })
     }
 
@@ -139,10 +184,12 @@ mod tests {
     #[test]
     fn reads_sent_before_an_answer_are_one_group() {
         let mut b = Bursts::default();
-        let ids: Vec<Member> = (0..6).map(|i| b.sent(7, 100 + i)).collect();
+        // The status differs; the date is the same in all six.
+        let fields = |status: u64| -> Fields { smallvec::smallvec![status, 42] };
+        let ids: Vec<Member> = (0..6).map(|i| b.sent(7, fields(100 + i))).collect();
         assert!(ids.iter().all(|m| m.group == ids[0].group));
         assert_eq!(b.answered(ids[0], false), None);
-        let late = b.sent(7, 1);
+        let late = b.sent(7, fields(1));
         assert_ne!(
             late.group, ids[0].group,
             "sent after an answer: another group"
@@ -152,9 +199,18 @@ mod tests {
         }
         let burst = b.answered(ids[5], false).unwrap();
         assert_eq!((burst.shape, burst.members), (7, 6));
-        assert_eq!(burst.constants, (100..106u64).sum::<u64>());
         assert_eq!(b.answered(late, false), None, "one member: no burst");
-        let ids: Vec<Member> = (0..4).map(|i| b.sent(9, i)).collect();
+        // The same six statuses with another date: the same constants.
+        let again: Vec<Member> = (0..6)
+            .rev()
+            .map(|i| b.sent(7, smallvec::smallvec![100 + i, 43]))
+            .collect();
+        let mut last = None;
+        for m in again {
+            last = b.answered(m, false).or(last);
+        }
+        assert_eq!(last.unwrap().constants, burst.constants);
+        let ids: Vec<Member> = (0..4).map(|i| b.sent(9, fields(i))).collect();
         assert_eq!(b.answered(ids[0], true), None);
         for id in &ids[1..] {
             assert_eq!(b.answered(*id, false), None, "a member followed");
@@ -166,7 +222,7 @@ mod tests {
     fn groups_are_bounded() {
         let mut b = Bursts::default();
         for shape in 0..1000 {
-            b.sent(shape, 0);
+            b.sent(shape, Fields::new());
         }
         assert!(b.taking.len() <= MAX_GROUPS && b.waiting.len() <= MAX_GROUPS);
     }

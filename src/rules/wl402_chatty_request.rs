@@ -27,7 +27,9 @@ pub static CHATTY: RuleMeta = RuleMeta {
     severity: Severity::Warning,
     summary: "One request of the application needs several round trips to the database.",
     advice: "Denormalize what the request assembles into the document it reads (e.g. the author's username and the \
-             comment and like counts on the post), so one read answers it (the blogging platform, V2).",
+             comment and like counts on the post), so one read answers it (the blogging platform, V2). One query \
+             shape sent several times at once, differing only in a constant, is one query: an $in, or one $group \
+             by that field.",
     source: concat!(cosmos_real_world!(), " (V1 Q2: four operations per post; V2 denormalization)"),
     thresholds: &[
         Threshold { name: "min_operations", default: 4.0, help: "queries per call (beyond what WL401 and WL403 report) from which it is reported" },

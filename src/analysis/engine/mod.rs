@@ -16,7 +16,7 @@ use observe::{
 };
 
 use super::budget::{self, Lru, Pool};
-use super::bursts::Bursts;
+use super::bursts::{self, Bursts};
 use super::command::{Command, CursorBatch, Kind, Reply, ReplyIndex};
 use super::findings::FindingEvent;
 use super::follow_ups;
@@ -288,14 +288,19 @@ impl Engine {
                 let Some(origin) = self.origin_of(cmd) else {
                     return;
                 };
-                // A read's filter, hashed: what tells the reads of one
-                // shape sent at once apart (their constants).
-                let filter = match cmd.kind {
-                    Kind::Find | Kind::Count | Kind::Distinct => cmd.filter().map(|f| f.as_bytes()),
-                    Kind::Aggregate => cmd.pipeline(),
+                // A read's filter's values, hashed: what tells the reads of
+                // one shape sent at once apart (their constants).
+                let fields = match cmd.kind {
+                    Kind::Find | Kind::Count | Kind::Distinct => {
+                        cmd.filter().map(|f| bursts::fields_of(f.as_bytes()))
+                    }
+                    Kind::Aggregate => match cmd.first_match() {
+                        Some(m) => Some(bursts::fields_of(m.as_bytes())),
+                        None => cmd.pipeline().map(|p| smallvec::smallvec![shape::fnv1a(p)]),
+                    },
                     _ => None,
                 };
-                let burst = filter.map(|f| self.bursts.sent(origin.shape.hash, shape::fnv1a(f)));
+                let burst = fields.map(|f| self.bursts.sent(origin.shape.hash, f));
                 let mut pending = Pending::new(at, parsed, Some(origin), false);
                 pending.learn = true;
                 pending.burst = burst;
