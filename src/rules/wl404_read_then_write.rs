@@ -8,10 +8,13 @@
 //! needs the document back) lets the server decide insert-or-update.
 //!
 //! Reported for a read shape on a collection once `min_items` items went
-//! read-then-write, at least one of them inserted (a load by `_id` then a
-//! save never inserts: that is an edit, not a de-duplication). Silent where
-//! the read feeds the write: an update that sets a value the read returned
-//! (the previous price kept as history) needs the read.
+//! read-then-write, at least one of them inserted and one updated: both
+//! branches of insert-or-update. A load then a save never inserts (an
+//! edit); a check that only ever inserts (a name must be free, else the
+//! application refuses or renames) is no insert-or-update an upsert could
+//! replace. Silent where the read feeds the write: an update that sets a
+//! value the read returned (the previous price kept as history) needs the
+//! read.
 
 use super::common::RuleTable;
 use super::{
@@ -150,6 +153,7 @@ impl ReadThenWrite {
         let (inserted, updated, fed) = (items.inserted, items.updated, items.fed);
         let written = inserted + updated;
         if inserted == 0
+            || updated == 0
             || (written as f64) < cx.threshold(&META, namespace, "min_items")
             || fed > updated
         {
