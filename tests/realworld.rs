@@ -19,15 +19,16 @@
 //! (`common::recording`) and replayed into a fresh engine twice as it
 //! came, which must give the same report apart from timings, and once with
 //! a second of application work before each operation, which must give the
-//! same (rule, namespace, severity) as the live run. Where FerretDB runs
-//! on SQLite, each application also runs live once more with every core
-//! kept busy, to the same findings.
+//! same (rule, namespace, severity) as the live run. Each application also
+//! runs live once more with every core kept busy, to the same findings:
+//! its untagged run when it names its operations, else (on SQLite) a run
+//! of its own.
 //!
 //! `WIRELINT_REALWORLD=name` runs one application.
 
 mod common;
 
-use common::recording::{steadiness, Relay};
+use common::recording::{steadiness, under_contention, Relay};
 use common::Backend;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -152,13 +153,16 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
         proxy.shutdown().await;
         findings
     };
+    // An application that names its operations runs again untagged under
+    // contention below; the others, here.
+    let rerun = (!names_operations(dir)).then_some(rerun);
     if let Some(unsteady) = steadiness(&name, &settings, &report.findings, &events, rerun).await {
         failure.get_or_insert_with(String::new).push_str(&unsteady);
     }
     if names_operations(dir) {
         let proxy = common::proxy_with(settings).await;
         let command = untagged(app_command(dir, &proxy.connection_string()));
-        common::expected::run_workload(&name, command).await;
+        under_contention(common::expected::run_workload(&name, command)).await;
         let untagged_report = proxy.report();
         proxy.shutdown().await;
         let (tagged, untagged) = (judged(&report.findings), judged(&untagged_report.findings));
