@@ -23,6 +23,7 @@ use super::{
 };
 use crate::analysis::command::Kind;
 use crate::analysis::namespaces::{value_hash, Doc};
+use crate::analysis::shape::fnv1a;
 use bson::{RawBsonRef, RawDocument};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -52,16 +53,17 @@ struct LastRead {
     keys: Vec<(String, u64)>,
     /// Whether it found a document (known once answered).
     found: Option<bool>,
-    /// The found document's `_id` (hashed) and other values.
+    /// The found document's `_id` (hashed) and other values, each with
+    /// its field's name (hashed).
     id: Option<u64>,
-    values: Vec<u64>,
+    values: Vec<(u64, u64)>,
 }
 
 impl crate::analysis::budget::Weight for LastRead {
     fn weight(&self) -> usize {
         std::mem::size_of::<LastRead>()
             + self.keys.iter().map(|(k, _)| k.len() + 32).sum::<usize>()
-            + self.values.capacity() * 8
+            + self.values.capacity() * 16
     }
 }
 
@@ -121,8 +123,9 @@ fn holds(doc: &RawDocument, keys: &[(String, u64)]) -> bool {
     })
 }
 
-/// The scalar values an operator update `$set`s.
-fn set_values(update: &RawDocument) -> Vec<u64> {
+/// The scalar values an operator update `$set`s, each with its field's
+/// name (hashed).
+fn set_values(update: &RawDocument) -> Vec<(u64, u64)> {
     let Ok(set) = update.get_document("$set") else {
         return Vec::new();
     };
@@ -134,8 +137,17 @@ fn set_values(update: &RawDocument) -> Vec<u64> {
                 RawBsonRef::Document(_) | RawBsonRef::Array(_) | RawBsonRef::Null
             )
         })
-        .map(|(_, v)| value_hash(v))
+        .map(|(k, v)| (fnv1a(k.as_str().as_bytes()), value_hash(v)))
         .collect()
+}
+
+/// Whether an update sets a field to what the read returned in another
+/// field (`previousPrice` to the found `price`): the read feeds the write.
+/// The same value in the same field is only data that did not change (a
+/// feed row written whole).
+fn fed_by(set: &[(u64, u64)], read: &[(u64, u64)]) -> bool {
+    set.iter()
+        .any(|(field, value)| read.iter().any(|(f, v)| v == value && f != field))
 }
 
 impl ReadThenWrite {
@@ -257,7 +269,7 @@ impl Rule for ReadThenWrite {
                 let fed = u
                     .update
                     .filter(|_| u.is_operator_update())
-                    .is_some_and(|d| set_values(d).iter().any(|h| read.values.contains(h)));
+                    .is_some_and(|d| fed_by(&set_values(d), &read.values));
                 let shape = shape_text(cx, read.shape);
                 self.record(ns, &shape, cx, |i| {
                     if fed {
@@ -297,7 +309,8 @@ impl Rule for ReadThenWrite {
                     RawBsonRef::Document(_) | RawBsonRef::Array(_) | RawBsonRef::Null
                 )
             {
-                read.values.push(value_hash(v));
+                read.values
+                    .push((fnv1a(k.as_str().as_bytes()), value_hash(v)));
             }
         }
     }
@@ -345,5 +358,16 @@ mod tests {
         let u = rawdoc! {"$set": {"price": 3, "name": "x", "tags": ["a"]}, "$inc": {"n": 1}};
         assert_eq!(set_values(&u).len(), 2);
         assert!(set_values(&rawdoc! {"$inc": {"n": 1}}).is_empty());
+        // The found price kept as the previous one feeds the write; the
+        // same name written again does not.
+        let read = set_values(&rawdoc! {"$set": {"price": 100, "name": "x"}});
+        assert!(fed_by(
+            &set_values(&rawdoc! {"$set": {"previousPrice": 100}}),
+            &read
+        ));
+        assert!(!fed_by(
+            &set_values(&rawdoc! {"$set": {"name": "x", "price": 90}}),
+            &read
+        ));
     }
 }
