@@ -218,7 +218,12 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
         out.contains("WL401 n-plus-one · blog.authors · warning"),
         "{out}"
     );
-    assert!(out.contains("blog.posts → blog.authors._id"), "{out}");
+    // The finding says which list and which field lead the lookups.
+    assert!(
+        out.contains("documents from blog.posts")
+            && out.contains("fetch from blog.authors by `_id`, one per listed document's `author`"),
+        "{out}"
+    );
     assert!(
         out.contains("wirelint: a finding reached wirelint.failOn=warning"),
         "{out}"
