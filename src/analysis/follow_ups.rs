@@ -108,10 +108,6 @@ pub struct Link {
     /// Whether it fetches for the result as a whole in one query (an `$in`
     /// of several elements' values: the batched fetch, WL401's fix).
     pub batch: bool,
-    /// Whether its values are one element's own (not a value every element
-    /// carries, nor one the result was selected by): per element from the
-    /// first query on.
-    pub one_element: bool,
 }
 
 /// Where a follow-up's values lie in a result (see [`ListRead::came_from`]).
@@ -465,15 +461,14 @@ impl ListRead {
         let count = self.follow_ups.entry(key).or_default();
         *count += 1;
         let count = *count;
-        let one_element = per_element == Source::OneElement;
-        let per_element = one_element || (per_element == Source::Context && count > 1);
+        let per_element =
+            per_element == Source::OneElement || (per_element == Source::Context && count > 1);
         Some(Link {
             field,
             source_field,
             count,
             per_element,
             batch: asked.batched && !per_element,
-            one_element,
         })
     }
 

@@ -13,24 +13,27 @@
 //!   their authors). Counts, distincts and aggregates follow as finds do.
 //!   The connection's own latest request is tried first, then the other
 //!   open ones, newest first: a driver spreads one request's operations
-//!   over its pool's connections (`Promise.all`, goroutines). An
-//!   operation of a request's root shape never joins it (the next call
-//!   has begun). An operation that follows nothing is the root of a new
-//!   request, named by its shape.
+//!   over its pool's connections (`Promise.all`, goroutines). Values
+//!   decide before shapes: an operation of a request's root shape joins it
+//!   only by one element's own value (see [`Requests::follow`]); one that
+//!   follows nothing, or only the request's context, is the root of a new
+//!   request (the next call), named by its shape.
 //!
-//! A request is open while it is active: it closes (and is counted on its
-//! pattern, see [`PatternTable::commit`]) when its connection roots a new
-//! one while it had run on that connection alone (a connection serving
-//! one request at a time has moved on: the next visitor's first read does
-//! not follow the previous page's list; a request a driver spreads over
-//! its pool stays open), once idle for [`REQUEST_IDLE`] with nothing
-//! pending on its connection, when its connection closes, or when
-//! [`MAX_OPEN`] newer requests push it out.
+//! Time never decides what follows what. A request closes (and is counted
+//! on its pattern, see [`PatternTable::commit_since`]) when its connection
+//! roots a new one while it had run on that connection alone (a
+//! connection serving one request at a time has moved on: the next
+//! visitor's first read does not follow the previous page's list; a
+//! request a driver spreads over its pool stays open), when its
+//! connection closes, or when [`MAX_OPEN`] newer requests push it out.
+//! Once idle for [`REQUEST_IDLE`] with nothing pending on its connection
+//! it is counted on its pattern but stays open: what joins it later is
+//! added when it closes.
 //! Its results (the documents its reads returned, hashed lazily, see
 //! [`follow_ups`]) are charged to the connections pool while it is open,
 //! at most [`MAX_RESULTS`] of them.
 //!
-//! [`PatternTable::commit`]: super::patterns::PatternTable::commit
+//! [`PatternTable::commit_since`]: super::patterns::PatternTable::commit_since
 
 use super::budget::{Charge, Pool};
 use super::follow_ups::{FollowUpQuery, Link, ListRead};

@@ -50,6 +50,6 @@ pub use crate::analysis::trace_context::TraceId;
 pub use fields::number;
 pub use kind::Kind;
 pub use reply::{CursorBatch, Reply, ReplyIndex};
-pub use request::{counts_in, Command};
+pub use request::Command;
 pub use update_ops::{fold_path, is_bucketed, is_sliced_element, is_sliced_modifiers};
 pub use writes::{Documents, UpdateSpec};

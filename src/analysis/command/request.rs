@@ -472,7 +472,7 @@ impl<'a> Command<'a> {
 }
 
 /// Whether a pipeline counts: a `$count` stage, or a `$group` summing 1.
-pub fn counts_in(pipeline: &[u8]) -> bool {
+fn counts_in(pipeline: &[u8]) -> bool {
     values(pipeline)
         .map_while(Result::ok)
         .filter_map(|stage| stage.as_document())
