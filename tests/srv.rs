@@ -54,10 +54,18 @@ async fn dns_server() -> (SocketAddr, Arc<InMemoryAuthority>) {
     let mut catalog = Catalog::new();
     catalog.upsert(origin.into(), vec![zone.clone()]);
     let mut server = hickory_server::ServerFuture::new(catalog);
-    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    // UDP and TCP on one port: the UDP port is picked by the kernel, and
+    // the same TCP port may be taken by another process; pick again then.
+    let (udp, tcp) = loop {
+        let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        match tokio::net::TcpListener::bind(udp.local_addr().unwrap()).await {
+            Ok(tcp) => break (udp, tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => panic!("binding the DNS server's TCP port: {e}"),
+        }
+    };
     let addr = udp.local_addr().unwrap();
     server.register_socket(udp);
-    let tcp = tokio::net::TcpListener::bind(addr).await.unwrap();
     server.register_listener(tcp, Duration::from_secs(5));
     tokio::spawn(async move {
         let _ = server.block_until_done().await;
