@@ -893,6 +893,7 @@ mod tests {
             first_seen: first_seen.into(),
             last_seen: first_seen.into(),
             fix_first: None,
+            databases: None,
         }
     }
 

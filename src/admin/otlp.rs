@@ -715,6 +715,7 @@ mod tests {
             first_seen: "t".into(),
             last_seen: "t".into(),
             fix_first: None,
+            databases: None,
         };
         let a: std::collections::BTreeMap<_, _> = finding_attributes(&f, Change::Escalated)
             .into_iter()

@@ -61,6 +61,11 @@ pub struct Finding {
     /// (set when a report is built; see `report::group`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix_first: Option<String>,
+    /// How many databases showed it, when its namespace is a logical one
+    /// folding several named per test or per worker (set when a report is
+    /// built; see `analysis::databases`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub databases: Option<u64>,
 }
 
 impl Finding {
@@ -262,6 +267,7 @@ impl FindingStore {
                         first_seen: stamp.clone(),
                         last_seen: stamp,
                         fix_first: None,
+                        databases: None,
                     },
                 });
                 (Change::New, Some(&stored.finding))

@@ -5,6 +5,7 @@
 //! rules the application handed in, and runs their hooks.
 
 use super::budget::{self, Lru, PoolUsage, Pools};
+use super::databases::{Databases, Fold};
 use super::findings::{FindingEvent, FindingStore};
 use super::namespaces::{Caps, Namespaces};
 use super::partition::{PartitionKeys, Partitioning};
@@ -86,6 +87,9 @@ impl std::ops::Deref for RequestOrigin {
 /// Everything learnt from the traffic, shared by the workers.
 pub struct Knowledge {
     pub patterns: PatternTable,
+    /// The logical databases that fold others (see `databases`), and how
+    /// names are folded (set before the engines are made).
+    pub databases: Databases,
     pub namespaces: Namespaces,
     pub findings: FindingStore,
     pub cursors: Lru<i64, RequestOrigin>,
@@ -145,6 +149,7 @@ impl Knowledge {
     ) -> Knowledge {
         let pools = Pools::new(caps.memory);
         Knowledge {
+            databases: Databases::new(Fold::Auto, &pools.patterns),
             partition_keys,
             patterns: PatternTable::new(pools.patterns.clone(), pools.shapes.clone()),
             namespaces: Namespaces::new(caps, pools.namespaces.clone(), pools.document_ids.clone()),
@@ -177,6 +182,12 @@ impl Knowledge {
             settings,
             rules,
         }
+    }
+
+    /// Sets how database names are folded (before any engine is made:
+    /// each engine takes the setting when it is made).
+    pub fn fold_databases(&mut self, fold: Fold) {
+        self.databases = Databases::new(fold, &self.pools.patterns);
     }
 
     /// Runs `f` for every enabled rule that implements one of `hooks`, with

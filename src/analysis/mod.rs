@@ -42,6 +42,7 @@ pub mod bursts;
 pub mod catalogue;
 pub mod command;
 mod cpu_budget;
+pub mod databases;
 mod decode;
 pub mod engine;
 pub mod findings;
@@ -101,6 +102,8 @@ pub struct Settings {
     /// a fraction (`--analysis-cpu`; none: no cap): past it the sampling
     /// level rises as under overload (see `cpu_budget`).
     pub cpu_share: Option<f64>,
+    /// How database names are folded for test suites (`--fold-databases`).
+    pub fold: databases::Fold,
 }
 
 impl Default for Settings {
@@ -117,6 +120,7 @@ impl Default for Settings {
             partition_keys: Vec::new(),
             min_sampling: 0,
             cpu_share: None,
+            fold: databases::Fold::Auto,
         }
     }
 }

@@ -118,6 +118,10 @@ impl Proxy {
             settings.analysis.caps.clone(),
             PartitionKeys::from_config(settings.analysis.partition_keys.clone()),
         )));
+        knowledge
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .fold_databases(settings.analysis.fold.clone());
         let upstream = settings.forward.upstream.to_string();
         let (queue, workers) =
             AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());

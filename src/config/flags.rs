@@ -168,6 +168,14 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
 
+    /// How databases named per test or per worker are folded into one: "auto" reads a trailing number, pytest-xdist worker (gw3), hash or UUID after `_`/`-` as a per-test part (app_test_3fa9c1d2 and app_test_77b0e4aa are app_test_*); "off" keys each database by its own name; or patterns ending in one `*` ("girder_test_*,tenant_*") fold exactly those names [default: auto].
+    #[arg(
+        long,
+        env = "WIRELINT_FOLD_DATABASES",
+        value_name = "auto|off|PATTERNS"
+    )]
+    pub fold_databases: Option<String>,
+
     /// Allow literal values from the traffic (e.g. example ids) in findings. Off by default: outputs carry shapes only.
     #[arg(long, env = "WIRELINT_SHOW_VALUES")]
     pub show_values: bool,
@@ -329,6 +337,16 @@ impl Sources<'_> {
                 "analysis_cpu",
                 &origin.to_string(),
             )?);
+        }
+        if let Some((text, origin)) = pick!(self, fold_databases, "fold-databases") {
+            settings.analysis.fold =
+                crate::analysis::databases::Fold::parse(&text).map_err(|message| {
+                    ConfigError::Invalid {
+                        origin: origin.to_string(),
+                        key: "fold_databases".into(),
+                        message,
+                    }
+                })?;
         }
         if let Some((n, _)) = pick!(self, analysis_workers, "analysis-workers") {
             settings.analysis.workers = n.max(1);

@@ -180,6 +180,7 @@ pub struct ProxySection {
     pub admin_token: Option<String>,
     pub show_values: Option<bool>,
     pub summary_interval: Option<String>,
+    pub fold_databases: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -124,7 +124,20 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
         }
     }
 
+    // Each run saw its own databases (one per worker, say): added up.
+    let mut folded: BTreeMap<String, crate::analysis::databases::FoldedDatabase> = BTreeMap::new();
+    for f in reports.iter().flat_map(|r| &r.folded_databases) {
+        folded
+            .entry(f.name.clone())
+            .and_modify(|t| {
+                t.databases += f.databases;
+                t.at_least |= f.at_least;
+            })
+            .or_insert_with(|| f.clone());
+    }
+
     Some(Report {
+        folded_databases: folded.into_values().collect(),
         schema: super::SCHEMA.to_string(),
         wirelint_version: env!("CARGO_PKG_VERSION").to_string(),
         generated_at: runs
@@ -274,6 +287,10 @@ fn merge_finding(kept: &mut Finding, other: &Finding) {
         }
     }
     base.occurrences = kept.occurrences + other.occurrences;
+    base.databases = match (kept.databases, other.databases) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
     base.first_seen = kept.first_seen.clone().min(other.first_seen.clone());
     base.last_seen = kept.last_seen.clone().max(other.last_seen.clone());
     let mut patterns = base.patterns.clone();
@@ -301,6 +318,7 @@ mod tests {
             findings,
             partition_keys: Default::default(),
             runs: Vec::new(),
+            folded_databases: Vec::new(),
         }
     }
 
@@ -355,6 +373,7 @@ mod tests {
             first_seen: seen.into(),
             last_seen: seen.into(),
             fix_first: None,
+            databases: None,
         }
     }
 

@@ -43,6 +43,10 @@ pub struct Report {
     /// for a report written by one proxy).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<Run>,
+    /// Logical databases that stand for several named per test or per
+    /// worker (`app_test_*`), with how many each folds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folded_databases: Vec<crate::analysis::databases::FoldedDatabase>,
 }
 
 /// One proxy's run inside a merged report.
@@ -373,6 +377,9 @@ fn timestamp(t: SystemTime) -> String {
 impl Report {
     pub fn build(knowledge: &Knowledge, stats: &StatsSnapshot, upstream: &str) -> Report {
         let mut findings: Vec<Finding> = knowledge.findings.all().cloned().collect();
+        for f in &mut findings {
+            f.databases = knowledge.databases.count_of(&f.namespace).map(|n| n as u64);
+        }
         group(&mut findings);
         let mut shapes: Vec<ShapeReport> = knowledge
             .patterns
@@ -466,6 +473,7 @@ impl Report {
             findings,
             partition_keys: knowledge.partition_keys.all().clone(),
             runs: Vec::new(),
+            folded_databases: knowledge.databases.folded(),
         };
         report.counters.set_analysed_share();
         report

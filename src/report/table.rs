@@ -120,6 +120,45 @@ fn sampled(report: &Report) -> Option<String> {
     })
 }
 
+/// The lines that say what the report stands for beyond its rows: the
+/// share analysed, the databases folded, the patterns the memory limit
+/// dropped.
+fn notes(report: &Report) -> Vec<String> {
+    let mut lines: Vec<String> = sampled(report).into_iter().collect();
+    for f in report.folded_databases.iter().filter(|f| f.databases > 1) {
+        lines.push(format!(
+            "Folded {}{} databases named per test or per worker into {} (--fold-databases off keeps them apart)",
+            if f.at_least { "at least " } else { "" },
+            f.databases,
+            f.name
+        ));
+    }
+    let evicted = |name: &str| {
+        report
+            .counters
+            .tables
+            .iter()
+            .find(|t| t.table == name)
+            .map_or(0, |t| t.evicted)
+    };
+    if evicted("patterns") > 0 {
+        lines.push(format!(
+            "The patterns table reached its memory limit and dropped {} patterns, the least recently used (findings are kept; --analysis-memory raises the limit)",
+            evicted("patterns")
+        ));
+    }
+    lines
+}
+
+/// `namespace`, with how many databases showed the finding when it is a
+/// logical one folding several.
+fn where_seen(f: &Finding) -> String {
+    match f.databases {
+        Some(n) if n > 1 => format!("{} (in {n} databases)", f.namespace),
+        _ => f.namespace.clone(),
+    }
+}
+
 pub fn text(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -130,7 +169,7 @@ pub fn text(report: &Report) -> String {
         report.counters.operations,
         report.findings.len()
     );
-    if let Some(line) = sampled(report) {
+    for line in notes(report) {
         let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(
@@ -181,7 +220,7 @@ pub fn text(report: &Report) -> String {
             icon(f.severity),
             f.rule,
             f.name,
-            f.namespace,
+            where_seen(f),
             f.severity.as_str()
         );
         let _ = writeln!(out, "    {}", f.message);
@@ -217,7 +256,7 @@ pub fn markdown(report: &Report) -> String {
         report.counters.operations,
         report.findings.len()
     );
-    if let Some(line) = sampled(report) {
+    for line in notes(report) {
         let _ = writeln!(out, "{line}\n");
     }
     let _ = writeln!(out, "## Access patterns\n");
@@ -243,11 +282,15 @@ pub fn markdown(report: &Report) -> String {
     for f in sorted(&report.findings) {
         let _ = writeln!(
             out,
-            "### {} {} {} — `{}`\n",
+            "### {} {} {} — `{}`{}\n",
             icon(f.severity),
             f.rule,
             f.name,
-            f.namespace
+            f.namespace,
+            match f.databases {
+                Some(n) if n > 1 => format!(" (in {n} databases)"),
+                _ => String::new(),
+            }
         );
         let _ = writeln!(out, "**{}**: {}\n", f.severity.as_str(), f.message);
         if let Some(root) = &f.fix_first {

@@ -21,6 +21,9 @@ pub struct Expected {
     /// The key of the finding it follows from (`rule:namespace:subject`).
     #[serde(default)]
     pub fix_first: Option<String>,
+    /// Words the finding's message must contain (the advice it gives).
+    #[serde(default)]
+    pub message_contains: Option<String>,
     /// Storages of FerretDB (`sqlite`, `postgresql`) on which the workload
     /// cannot produce this finding, each with why: a gap of the backend.
     /// Or `wirelint`: a finding an expert expects that wirelint does not
@@ -38,6 +41,10 @@ impl Expected {
             && self.subject.as_ref().is_none_or(|s| *s == f.subject)
             && self.pattern.as_ref().is_none_or(|p| f.patterns.contains(p))
             && self.severity.is_none_or(|s| s == f.severity)
+            && self
+                .message_contains
+                .as_ref()
+                .is_none_or(|m| f.message.contains(m.as_str()))
             && self
                 .fix_first
                 .as_ref()

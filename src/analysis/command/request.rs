@@ -27,6 +27,9 @@ pub struct Command<'a> {
     pub kind: Kind,
     /// The database (`$db`, or the prefix of an OP_QUERY's collection name).
     pub db: &'a str,
+    /// How much of `db` names its logical database when it is folded with
+    /// others (see `analysis::databases`; 0: not folded).
+    folded: u8,
     /// The whole command document.
     pub body: &'a RawDocument,
     /// Kind-1 sections: (identifier, concatenated documents).
@@ -168,6 +171,7 @@ impl<'a> Command<'a> {
             name,
             kind,
             db,
+            folded: 0,
             body: doc,
             sequences,
             fields,
@@ -272,7 +276,22 @@ impl<'a> Command<'a> {
         }
     }
 
-    /// `db.collection`, when the command names a collection.
+    /// Reads its database as the logical one `fold` makes of it, in its
+    /// namespace and everything keyed by it.
+    pub fn fold_db(&mut self, fold: &crate::analysis::databases::Fold) {
+        self.folded = fold
+            .prefix_len(self.db)
+            .and_then(|n| u8::try_from(n).ok())
+            .unwrap_or(0);
+    }
+
+    /// The logical database, when the database is folded: `app_test_*`.
+    pub fn folded_db(&self) -> Option<String> {
+        (self.folded > 0).then(|| format!("{}*", &self.db[..usize::from(self.folded)]))
+    }
+
+    /// `db.collection`, when the command names a collection (the logical
+    /// database when it is folded: `app_test_*.users`).
     pub fn namespace(&self) -> Option<String> {
         self.namespace_pieces().map(|p| p.concat())
     }
@@ -283,7 +302,10 @@ impl<'a> Command<'a> {
         if self.kind == Kind::ShardCollection {
             return self.first_value_str().map(|full| [full, "", ""]);
         }
-        self.collection().map(|c| [self.db, ".", c])
+        match usize::from(self.folded) {
+            0 => self.collection().map(|c| [self.db, ".", c]),
+            n => self.collection().map(|c| [&self.db[..n], "*.", c]),
+        }
     }
 
     fn doc(&self, key: &str) -> Option<&'a RawDocument> {

@@ -18,6 +18,7 @@ use observe::{
 use super::budget::{self, Lru, Pool};
 use super::bursts::{self, Bursts};
 use super::command::{Command, CursorBatch, Kind, Reply, ReplyIndex};
+use super::databases::Fold;
 use super::findings::FindingEvent;
 use super::follow_ups;
 use super::knowledge::{Knowledge, RequestOrigin, ShapeFacts};
@@ -181,6 +182,8 @@ pub struct Engine {
     /// connections pool at their most.
     bursts: Bursts,
     _bursts_charge: budget::Charge,
+    /// How database names are folded (see `databases`).
+    fold: Arc<Fold>,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -191,8 +194,12 @@ pub const KEEP_ALL: u8 = 1 << MAX_SAMPLING_LEVEL;
 
 impl Engine {
     pub fn new(knowledge: Arc<Mutex<Knowledge>>, live: Option<fn(&FindingEvent)>) -> Engine {
-        let pool = lock(&knowledge).pools.connections.clone();
+        let (pool, fold) = {
+            let k = lock(&knowledge);
+            (k.pools.connections.clone(), k.databases.fold.clone())
+        };
         Engine {
+            fold,
             conns: FastMap::default(),
             knowledge,
             live,
@@ -252,7 +259,15 @@ impl Engine {
         }
     }
 
-    fn request(&mut self, conn: u64, at: Instant, parsed: ParsedRequest) {
+    fn request(&mut self, conn: u64, at: Instant, mut parsed: ParsedRequest) {
+        if *self.fold != Fold::Off {
+            let fold = &self.fold;
+            parsed.with_dependent_mut(|_, c| {
+                if let Some(c) = c {
+                    c.fold_db(fold)
+                }
+            });
+        }
         let Some(cmd) = parsed.command() else {
             return;
         };
@@ -581,6 +596,9 @@ impl Engine {
                 k.patterns.led(leading);
             }
             k.operations += 1;
+            if let Some(logical) = cmd.folded_db() {
+                k.databases.saw(&logical, cmd.db);
+            }
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
             let trace = cmd.trace_id();
             k.trace = cmd.trace_context();
