@@ -24,7 +24,7 @@
 //! its untagged run when it names its operations, else (on SQLite) a run
 //! of its own.
 //!
-//! `WIRELINT_REALWORLD=name` runs one application.
+//! `WIRELINT_REALWORLD=name[,name…]` runs those applications only.
 
 mod common;
 
@@ -48,7 +48,10 @@ fn applications() -> Vec<PathBuf> {
         .flat_map(|root| std::fs::read_dir(common::manifest_dir().join(root)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
-        .filter(|p| only.as_deref().is_none_or(|o| p.ends_with(o)))
+        .filter(|p| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|o| p.ends_with(o)))
+        })
         .collect();
     dirs.sort_by_key(|d| d.file_name().map(|n| n.to_owned()));
     dirs
@@ -160,7 +163,7 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
         failure.get_or_insert_with(String::new).push_str(&unsteady);
     }
     if names_operations(dir) {
-        let proxy = common::proxy_with(settings).await;
+        let proxy = common::proxy_with(settings.clone()).await;
         let command = untagged(app_command(dir, &proxy.connection_string()));
         under_contention(common::expected::run_workload(&name, command)).await;
         let untagged_report = proxy.report();
@@ -175,6 +178,11 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
             ));
         }
     }
+    if dir.join("expected-shared.json").exists() {
+        if let Some(f) = suite_folds(dir, &name, &settings, &report).await {
+            failure.get_or_insert_with(String::new).push_str(&f);
+        }
+    }
     Outcome {
         failure,
         name,
@@ -183,6 +191,59 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
         found: comparison.found,
         unexpected: comparison.unexpected.len(),
     }
+}
+
+/// An application whose tests each make a database of their own
+/// (`expected-shared.json` beside `expected.json`): the report says how
+/// many databases it folded; with every test in one database
+/// (`WIRELINT_SHARED_DB=1`) it gets the same findings, named by that
+/// database; with the fold off, the per-test databases split the evidence
+/// again and none of them is found.
+async fn suite_folds(
+    dir: &Path,
+    name: &str,
+    settings: &wirelint::config::ProxySettings,
+    report: &wirelint::report::Report,
+) -> Option<String> {
+    let mut failure = String::new();
+    if !report.folded_databases.iter().any(|f| f.databases >= 2) {
+        failure.push_str(&format!(
+            "\n{name}: no database folded: {:?}",
+            report.folded_databases
+        ));
+    }
+    let run_with = |settings: wirelint::config::ProxySettings, shared: bool| async move {
+        let proxy = common::proxy_with(settings).await;
+        let mut command = app_command(dir, &proxy.connection_string());
+        if shared {
+            command.env("WIRELINT_SHARED_DB", "1");
+        }
+        common::expected::run_workload(name, command).await;
+        let report = proxy.report();
+        proxy.shutdown().await;
+        report
+    };
+    let shared = run_with(settings.clone(), true).await;
+    let expected = common::expected::load(&dir.join("expected-shared.json"));
+    let c = common::expected::compare(&expected, &shared.findings);
+    if !c.is_exact() {
+        failure.push_str(&format!(
+            "\n{name}, one database for all tests:\n{}",
+            c.describe()
+        ));
+    }
+    let mut off = settings.clone();
+    off.analysis.fold = wirelint::analysis::databases::Fold::Off;
+    let apart = run_with(off, false).await;
+    let expected = common::expected::load(&dir.join("expected.json"));
+    let c = common::expected::compare(&expected, &apart.findings);
+    if c.found > 0 || !apart.folded_databases.is_empty() {
+        failure.push_str(&format!(
+            "\n{name}, --fold-databases off: found {} of the folded findings, folded {:?}",
+            c.found, apart.folded_databases
+        ));
+    }
+    (!failure.is_empty()).then_some(failure)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
