@@ -51,8 +51,14 @@ const FILTER_VALUES: usize = 256;
 /// Reply bytes a list holds unindexed, at most; past this its batches are
 /// indexed as they come.
 pub const MAX_HELD_BYTES: usize = 1 << 20;
+/// Distinct values told apart per follow-up link of a result (beyond:
+/// "more").
+pub const DISTINCT_KEPT: usize = 4;
 /// Values of the filter that read a result kept, at most.
 const MAX_SELECTED: usize = 16;
+
+/// Follow-ups of one link so far, and the distinct values they asked for.
+type FollowedBy = (u64, smallvec::SmallVec<[u64; DISTINCT_KEPT]>);
 
 /// The last list read on a connection.
 pub struct ListRead {
@@ -68,9 +74,10 @@ pub struct ListRead {
     /// 0's `tagIds`).
     values: Vec<(u64, u8, u32)>,
     fields: Vec<String>,
-    /// (follow-up namespace, filter field, source field) → per-element
-    /// follow-ups so far.
-    follow_ups: FastMap<(String, String, String), u64>,
+    /// (follow-up namespace, filter field, source field) → follow-ups so
+    /// far, and the distinct values they asked for (hashes, the first
+    /// [`DISTINCT_KEPT`]).
+    follow_ups: FastMap<(String, String, String), FollowedBy>,
     /// Reply batches not indexed yet, with the index of their first
     /// document (see the module docs).
     held: Vec<(Bytes, u32)>,
@@ -99,6 +106,9 @@ pub struct Link {
     pub source_field: String,
     /// Follow-ups with this link after this result so far.
     pub count: u64,
+    /// The distinct values (or value sets) they asked for, up to
+    /// [`DISTINCT_KEPT`] (that many: as many or more).
+    pub distinct: u64,
     /// Whether it fetches for one element of the result (an N+1's "+1"),
     /// not for the result as a whole: not a batch over several elements,
     /// not a one-to-one split by the same `_id`, and not a value every
@@ -310,7 +320,7 @@ impl ListRead {
         std::mem::size_of::<ListRead>()
             + self.values.capacity() * std::mem::size_of::<(u64, u8, u32)>()
             + self.fields.len() * (super::budget::MAX_KEY + 24)
-            + self.follow_ups.len() * (3 * super::budget::MAX_KEY + 80)
+            + self.follow_ups.len() * (3 * super::budget::MAX_KEY + 80 + 8 * DISTINCT_KEPT)
             + self.held.capacity() * std::mem::size_of::<(Bytes, u32)>()
             + self.held_bytes
             + self.strictly_followed.capacity() * 4
@@ -458,15 +468,24 @@ impl ListRead {
         if self.follow_ups.len() >= MAX_FOLLOW_UPS && !self.follow_ups.contains_key(&key) {
             return None;
         }
-        let count = self.follow_ups.entry(key).or_default();
+        let (count, distinct) = self.follow_ups.entry(key).or_default();
         *count += 1;
         let count = *count;
+        let value = asked
+            .hashes
+            .iter()
+            .fold(0u64, |acc, h| acc.rotate_left(5) ^ h);
+        if !distinct.contains(&value) && distinct.len() < DISTINCT_KEPT {
+            distinct.push(value);
+        }
+        let distinct = distinct.len() as u64;
         let per_element =
             per_element == Source::OneElement || (per_element == Source::Context && count > 1);
         Some(Link {
             field,
             source_field,
             count,
+            distinct,
             per_element,
             batch: asked.batched && !per_element,
         })
@@ -700,6 +719,127 @@ fn field_asks<'a>(field: &str, v: RawBsonRef<'a>) -> Option<Asked<'a>> {
         hashes,
         batched,
     })
+}
+
+/// References of one document kept for a tree walk, at most.
+const WALK_REFS: usize = 8;
+/// Elements of an array looked at for an array of ancestors, at most.
+const WALK_ARRAY: usize = 64;
+
+/// A tree walked one level at a time on a connection: the single document
+/// it last read, with its top-level references (hashed), and the chain of
+/// reads that led to it, each by the `_id` the document before named in
+/// the same field (`parentId`). See [`WalkStep`].
+#[derive(Default)]
+pub struct ParentWalk {
+    namespace: Option<std::sync::Arc<str>>,
+    /// (value hash, index in `fields`).
+    refs: smallvec::SmallVec<[(u64, u8); WALK_REFS]>,
+    fields: smallvec::SmallVec<[Box<str>; WALK_REFS]>,
+    /// The field the chain that read it followed, and how many reads.
+    via: Option<Box<str>>,
+    depth: u32,
+    /// Whether it carries its ancestors (an array holding one of its
+    /// references, or a materialized path).
+    ancestors: bool,
+}
+
+/// A read of the document the previous one named: one level up a tree
+/// stored as parent references.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalkStep {
+    /// The reference followed (`parentId`).
+    pub field: String,
+    /// Reads so far in the chain following it (1: the parent of a
+    /// document read).
+    pub depth: u32,
+    /// Whether the documents carry their ancestors already (an array of
+    /// ancestors, a materialized path).
+    pub ancestors: bool,
+}
+
+impl ParentWalk {
+    /// The step `cmd` takes: a find of exactly `{_id: v}` on the namespace
+    /// of the document last read, `v` one of its references.
+    pub fn step(&self, cmd: &Command<'_>, namespace: &str) -> Option<WalkStep> {
+        if cmd.kind != Kind::Find || self.namespace.as_deref() != Some(namespace) {
+            return None;
+        }
+        let mut fields = crate::wire::bson_walk::elements(cmd.filter()?.as_bytes());
+        let id = fields.next()?.ok()?;
+        if id.key != b"_id" || fields.next().is_some() {
+            return None;
+        }
+        let h = super::namespaces::element_hash(&id)?;
+        let (_, field) = self.refs.iter().find(|r| r.0 == h)?;
+        let field = &self.fields[usize::from(*field)];
+        let depth = match &self.via {
+            Some(via) if via == field => self.depth + 1,
+            _ => 1,
+        };
+        Some(WalkStep {
+            field: field.to_string(),
+            depth,
+            ancestors: self.ancestors,
+        })
+    }
+
+    /// What a find on `namespace` returned: one document is remembered
+    /// (with the step that read it, if any), anything else on that
+    /// namespace ends the walk.
+    pub fn read(
+        &mut self,
+        namespace: &std::sync::Arc<str>,
+        step: Option<&WalkStep>,
+        docs: &[&RawDocument],
+    ) {
+        let [doc] = docs else {
+            if self.namespace.as_deref() == Some(&**namespace) {
+                *self = ParentWalk::default();
+            }
+            return;
+        };
+        self.namespace = Some(namespace.clone());
+        self.refs.clear();
+        self.fields.clear();
+        self.ancestors = false;
+        self.via = step.map(|s| s.field.clone().into_boxed_str());
+        self.depth = step.map_or(0, |s| s.depth);
+        let mut arrays: smallvec::SmallVec<[&[u8]; 2]> = smallvec::SmallVec::new();
+        for e in crate::wire::bson_walk::elements(doc.as_bytes()).map_while(Result::ok) {
+            let Some(key) = crate::wire::bson_walk::utf8(e.key) else {
+                continue;
+            };
+            match e.element_type {
+                // An ObjectId, or a string named like a reference.
+                0x07 | 0x02 if key != "_id" && self.refs.len() < WALK_REFS => {
+                    if e.element_type == 0x02 {
+                        let lower = key.to_ascii_lowercase();
+                        if key.ends_with("Path") || lower == "path" {
+                            self.ancestors = true;
+                        }
+                        if !(lower.ends_with("id") || lower.starts_with("parent")) {
+                            continue;
+                        }
+                    }
+                    if let Some(h) = super::namespaces::element_hash(&e) {
+                        self.refs.push((h, self.fields.len() as u8));
+                        self.fields.push(key.into());
+                    }
+                }
+                0x04 if arrays.len() < 2 => arrays.push(e.value),
+                _ => {}
+            }
+        }
+        // An array holding one of its references: its ancestors.
+        self.ancestors |= arrays.iter().any(|a| {
+            crate::wire::bson_walk::elements(a)
+                .map_while(Result::ok)
+                .take(WALK_ARRAY)
+                .filter_map(|e| super::namespaces::element_hash(&e))
+                .any(|h| self.refs.iter().any(|r| r.0 == h))
+        });
+    }
 }
 
 #[cfg(test)]
@@ -956,5 +1096,54 @@ mod tests {
             )
             .unwrap();
         assert!(again.per_element && again.count == 2, "{again:?}");
+    }
+
+    /// The step a find of `filter` on `d.folders` takes after `walk`.
+    fn step_of(walk: &ParentWalk, filter: bson::RawDocumentBuf) -> Option<WalkStep> {
+        let body = rawdoc! {"find": "folders", "filter": filter, "$db": "d"};
+        let frame = crate::wire::op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+        let msg = Message::parse(&frame).unwrap();
+        let cmd = Command::parse(&msg).unwrap();
+        walk.step(&cmd, "d.folders")
+    }
+
+    #[test]
+    fn a_tree_is_walked_one_parent_at_a_time() {
+        let ns: std::sync::Arc<str> = "d.folders".into();
+        let ids: Vec<bson::oid::ObjectId> = (0..5).map(|_| bson::oid::ObjectId::new()).collect();
+        let raw = |d: &bson::Document| bson::RawDocumentBuf::try_from(d).unwrap();
+        let doc_of = |i: usize| {
+            let mut d = bson::doc! {"_id": ids[i], "name": "f", "ownerId": ids[4]};
+            if i > 0 {
+                d.insert("parentId", ids[i - 1]);
+            }
+            d
+        };
+        let folder = |i: usize| raw(&doc_of(i));
+        let mut walk = ParentWalk::default();
+        walk.read(&ns, None, &[&folder(3)]);
+        let mut depth = 0;
+        for i in (0..3).rev() {
+            let step = step_of(&walk, rawdoc! {"_id": ids[i]}).expect("a step up");
+            depth += 1;
+            assert_eq!(
+                (step.field.as_str(), step.depth, step.ancestors),
+                ("parentId", depth, false)
+            );
+            walk.read(&ns, Some(&step), &[&folder(i)]);
+        }
+        // Not a step: another field's filter, another collection's read,
+        // a value the document does not name.
+        walk.read(&ns, None, &[&folder(3)]);
+        assert_eq!(step_of(&walk, rawdoc! {"_id": ids[2], "x": 1}), None);
+        assert_eq!(step_of(&walk, rawdoc! {"_id": ids[0]}), None);
+        // A list on the collection ends the walk.
+        walk.read(&ns, None, &[&folder(1), &folder(2)]);
+        assert_eq!(step_of(&walk, rawdoc! {"_id": ids[0]}), None);
+        // Documents carrying their ancestors.
+        let mut with = doc_of(3);
+        with.insert("ancestors", vec![ids[0], ids[1], ids[2]]);
+        walk.read(&ns, None, &[&raw(&with)]);
+        assert!(step_of(&walk, rawdoc! {"_id": ids[2]}).unwrap().ancestors);
     }
 }

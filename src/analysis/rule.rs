@@ -39,6 +39,17 @@ pub struct OpView<'a> {
     /// When this is a single-document query whose filter value came from
     /// the documents a previous read on the connection returned.
     pub follow_up: Option<&'a FollowUp>,
+    /// The application request it belongs to (see `analysis::requests`),
+    /// once placed.
+    pub request: Option<u64>,
+    /// Whether its filter's value is the context of a list it follows: a
+    /// reference (not the documents' own `_id`) every listed document of
+    /// several carries, asked for once (a course's threads after its
+    /// reviews).
+    pub context: bool,
+    /// When it reads the document the previous one named, one level up a
+    /// tree stored as parent references (see `follow_ups::ParentWalk`).
+    pub walk: Option<&'a crate::analysis::follow_ups::WalkStep>,
 }
 
 /// A query that follows a list read, fetching documents for one of its
@@ -58,6 +69,9 @@ pub struct FollowUp {
     pub count: u64,
     /// Documents the list returned so far (every batch of its cursor).
     pub leading_docs: u64,
+    /// The distinct values those follow-ups asked for, up to 4 (4: as many
+    /// or more).
+    pub distinct: u64,
 }
 
 /// Where a document was seen.

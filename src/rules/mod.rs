@@ -40,6 +40,7 @@ mod wl401_n_plus_one;
 mod wl402_chatty_request;
 mod wl403_count_on_read;
 mod wl404_read_then_write;
+mod wl405_tree_walk;
 mod wl501_join_collection;
 mod wl502_growing_reference_array;
 mod wl503_hot_embedded_data;
@@ -69,6 +70,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl402_chatty_request::ChattyRequest::default()),
         Box::new(wl403_count_on_read::CountOnRead::default()),
         Box::new(wl404_read_then_write::ReadThenWrite::default()),
+        Box::new(wl405_tree_walk::TreeWalk::default()),
         Box::new(wl501_join_collection::JoinCollection::default()),
         Box::new(wl502_growing_reference_array::GrowingReferenceArray::default()),
         Box::new(wl503_hot_embedded_data::HotEmbeddedData::default()),

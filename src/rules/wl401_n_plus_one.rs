@@ -29,6 +29,10 @@ pub static META: RuleMeta = RuleMeta {
     ],
 };
 
+/// Distinct values, at most, for which per-row lookups are the same few
+/// documents fetched again (cache or embed them).
+const FEW_VALUES: u64 = 3;
+
 /// One link (follow-up namespace, leading shape, source field, filter
 /// field) over the lists seen.
 #[derive(Default)]
@@ -36,6 +40,8 @@ struct Seen {
     /// Most per-element follow-ups after one list, and that list's size.
     most: u64,
     most_of: u64,
+    /// The distinct values that list's follow-ups asked for (up to 4).
+    most_distinct: u64,
     /// Lists whose every element was followed.
     complete: u64,
 }
@@ -75,11 +81,13 @@ impl Rule for NPlusOne {
         if f.count > seen.most {
             seen.most = f.count;
             seen.most_of = f.leading_docs;
+            seen.most_distinct = f.distinct;
         }
         if f.count == f.leading_docs {
             seen.complete += 1;
         }
         let (most, most_of, complete) = (seen.most, seen.most_of, seen.complete);
+        let distinct = seen.most_distinct;
         let many = most as f64 >= cx.threshold(&META, op.namespace, "min_follow_ups");
         let every = complete as f64 >= cx.threshold(&META, op.namespace, "min_lists");
         if !many && !every {
@@ -94,7 +102,23 @@ impl Rule for NPlusOne {
         evidence.insert("follow_ups_per_list".into(), json!(most));
         evidence.insert("lists_fully_followed".into(), json!(complete));
         evidence.insert("list_documents".into(), json!(f.leading_docs));
-        let how = if many {
+        // The same few documents fetched again and again (every file's
+        // assetstore): a cache, or the few embedded, not a join per row.
+        let few = many && distinct <= FEW_VALUES && most >= 2 * distinct;
+        if few {
+            evidence.insert("distinct_values".into(), json!(distinct));
+        }
+        let how = if few {
+            format!(
+                "after a list of {most_of} documents from {}, {most} queries fetch from {} by `{}`, one per listed document's `{}`, \
+                 for only {distinct} distinct value{}: cache or embed the few (they are the same documents fetched again on every row)",
+                f.leading_namespace,
+                op.namespace,
+                f.field,
+                f.source_field,
+                if distinct == 1 { "" } else { "s" }
+            )
+        } else if many {
             format!(
                 "after a list of {most_of} documents from {}, {most} queries fetch from {} by `{}`, one per listed document's `{}`",
                 f.leading_namespace, op.namespace, f.field, f.source_field

@@ -7,6 +7,16 @@
 //! documents by a parent's id (`count`, `countDocuments`' `$group: {$sum:
 //! 1}`, `$count`) issued alongside reads of other data — the count is
 //! computed again on every read instead of kept on write.
+//!
+//! Reads only, and per parent only. Not count-on-read:
+//! - a count with the same filter as a read of its own collection in the
+//!   request: that list's total (a page's `Total-Count`);
+//! - a count in a request that also writes the counted collection
+//!   (progress totals of a copy or delete, "is this blob still shared?"
+//!   before deleting a record): a write path;
+//! - a count keyed by the context of a list it follows (a value every
+//!   listed document carries: the course's threads after its reviews),
+//!   asked once per list.
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
@@ -35,10 +45,38 @@ const MAX_READ_NAMESPACES: usize = 64;
 
 #[derive(Default)]
 pub struct CountOnRead {
-    /// Pattern → (count namespace, field) → counts seen.
-    counts: RuleTable<String, RuleTable<(String, String), u64>>,
+    /// Pattern → (count namespace, field) → counts seen, and the requests
+    /// that carried them (the last one's id, how many).
+    counts: RuleTable<String, RuleTable<(String, String), Carried>>,
     /// Pattern → namespaces it reads other than by counting.
     reads: RuleTable<String, RuleTable<String, ()>>,
+    /// Pattern → (namespace, filter keys) of its reads other than by
+    /// counting, and the namespaces it writes (keys ending in `\0w`).
+    filters: RuleTable<String, RuleTable<String, ()>>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Carried {
+    counts: u64,
+    last_request: Option<u64>,
+    requests: u64,
+}
+
+impl crate::analysis::budget::Weight for Carried {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Carried>()
+    }
+}
+
+/// A read's namespace with its filter's top-level keys, sorted: what a
+/// list and its total share.
+fn filter_key(op: &OpView<'_>) -> String {
+    let mut keys: Vec<&str> = filters(op.cmd)
+        .first()
+        .map(|f| f.iter().flatten().map(|(k, _)| k.as_str()).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    format!("{}\0{}", op.namespace, keys.join(","))
 }
 
 impl Rule for CountOnRead {
@@ -51,6 +89,13 @@ impl Rule for CountOnRead {
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
+        if op.cmd.kind.is_write() {
+            let seen = self.filters.entry_ref(op.pattern, cx.pool);
+            if seen.len() < 2 * MAX_READ_NAMESPACES {
+                seen.insert(format!("{}\0w", op.namespace), (), cx.pool);
+            }
+            return;
+        }
         if !op.cmd.kind.is_read() {
             return;
         }
@@ -59,7 +104,20 @@ impl Rule for CountOnRead {
             if read.len() < MAX_READ_NAMESPACES {
                 read.insert(op.namespace.to_string(), (), cx.pool);
             }
+            let seen = self.filters.entry_ref(op.pattern, cx.pool);
+            if seen.len() < 2 * MAX_READ_NAMESPACES {
+                seen.insert(filter_key(op), (), cx.pool);
+            }
             return;
+        }
+        if op.context {
+            return;
+        }
+        if let Some(seen) = self.filters.get(op.pattern) {
+            let written = seen.contains_key(&format!("{}\0w", op.namespace));
+            if written || seen.contains_key(&filter_key(op)) {
+                return;
+            }
         }
         let mut fields: Vec<String> = filters(op.cmd)
             .into_iter()
@@ -80,12 +138,21 @@ impl Rule for CountOnRead {
             fields.retain(is_ref);
         }
         for field in fields {
-            let n = self
+            let c = self
                 .counts
                 .entry_ref(op.pattern, cx.pool)
                 .entry((op.namespace.to_string(), field.clone()), cx.pool);
-            *n += 1;
-            let n = *n;
+            c.counts += 1;
+            if op.request.is_none() || c.last_request != op.request {
+                c.last_request = op.request;
+                c.requests += 1;
+            }
+            let (n, carried) = (c.counts, c.requests);
+            let calls = cx
+                .patterns
+                .get(op.pattern)
+                .map_or(0, |p| p.invocations)
+                .max(carried);
             let parents: Vec<String> = self
                 .reads
                 .get(op.pattern)
@@ -97,11 +164,13 @@ impl Rule for CountOnRead {
             let mut evidence = BTreeMap::new();
             evidence.insert("counted_by".into(), json!(field));
             evidence.insert("counts".into(), json!(n));
+            evidence.insert("calls_with_count".into(), json!(carried));
+            evidence.insert("calls".into(), json!(calls));
             evidence.insert("read_alongside".into(), json!(parents));
             cx.report(
                 &COUNT,
                 FindingDraft::about(op, field.clone(), COUNT.severity, format!(
-                        "documents are counted by `{field}` on every `{}` call ({n} so far), alongside reads of {}",
+                        "documents are counted by `{field}` in {carried} of {calls} calls of `{}` ({n} counts), alongside its reads of {}",
                         op.pattern,
                         parents.join(", ")
                     ), evidence),

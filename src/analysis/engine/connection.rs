@@ -65,6 +65,8 @@ pub(super) struct ConnState {
     pub(super) pending_charge: Option<Charge>,
     /// The application request its latest data operation joined.
     pub(super) current: Option<u64>,
+    /// The tree it may be walking one parent at a time.
+    pub(super) walk: crate::analysis::follow_ups::ParentWalk,
     pub(super) last_activity: Option<Instant>,
 }
 

@@ -110,6 +110,15 @@ impl<'r> Outcome<'r> {
     }
 }
 
+/// What an accepted operation's reply (and the connection's walk) said of
+/// it, for `Engine::learn`: the statements that failed, an update's
+/// `nModified`, the tree-walk step it took.
+struct ReplySaid<'a> {
+    failed: &'a [usize],
+    modified: Option<i64>,
+    walk: Option<&'a follow_ups::WalkStep>,
+}
+
 /// The documents a reply returns: a cursor's batch, or a findAndModify's
 /// `value`.
 struct Returned<'r> {
@@ -412,8 +421,14 @@ impl Engine {
             return;
         };
         let outcome = Outcome::of(reply.as_ref());
-        let accepted =
-            !pending.learn || self.learn_if_accepted(conn, &pending, &mut origin, &outcome);
+        // One level up a tree, when it reads the document the last one
+        // read on the connection named.
+        let walk = match (pending.request.command(), self.conns.get(&conn)) {
+            (Some(cmd), Some(state)) if pending.learn => state.walk.step(cmd, &origin.namespace),
+            _ => None,
+        };
+        let accepted = !pending.learn
+            || self.learn_if_accepted(conn, &pending, &mut origin, &outcome, walk.as_ref());
         if let Some(id) = pending.burst {
             let followed = !accepted || origin.followed.is_some();
             if let Some(burst) = self.bursts.answered(id, followed) {
@@ -426,6 +441,16 @@ impl Engine {
         let returned = Returned::of(outcome.reply);
         let docs = returned.documents();
         self.complete(&pending, &origin, &outcome, &returned, latency);
+        if pending.learn
+            && pending
+                .request
+                .command()
+                .is_some_and(|c| c.kind == Kind::Find)
+        {
+            if let Some(state) = self.conns.get_mut(&conn) {
+                state.walk.read(&origin.namespace, walk.as_ref(), docs);
+            }
+        }
         if let (Some(id), Some(_)) = (origin.request, &returned.cursor) {
             let cmd = pending.request.command();
             let list = origin.list;
@@ -493,6 +518,7 @@ impl Engine {
         pending: &Pending,
         origin: &mut RequestOrigin,
         outcome: &Outcome<'_>,
+        walk: Option<&follow_ups::WalkStep>,
     ) -> bool {
         if !outcome.ok && !unsupported_here(outcome.reply) {
             self.count_refusal(origin.request_pattern(), &outcome.errors);
@@ -508,7 +534,12 @@ impl Engine {
             let modified = (cmd.kind == Kind::Update)
                 .then(|| outcome.reply.and_then(|r| r.n_modified()))
                 .flatten();
-            origin.partitioning = self.learn(conn, pending.at, cmd, origin, &failed, modified);
+            let said = ReplySaid {
+                failed: &failed,
+                modified,
+                walk,
+            };
+            origin.partitioning = self.learn(conn, pending.at, cmd, origin, said);
         }
         true
     }
@@ -554,6 +585,9 @@ impl Engine {
                         named_by: origin.request_named_by(),
                         partitioning: origin.partitioning,
                         follow_up: None,
+                        request: origin.request,
+                        context: false,
+                        walk: None,
                     };
                     let done = CompletedOp {
                         op: &view,
@@ -580,10 +614,14 @@ impl Engine {
         at: Instant,
         cmd: &Command<'_>,
         origin: &mut RequestOrigin,
-        failed: &[usize],
-        modified: Option<i64>,
+        said: ReplySaid<'_>,
     ) -> Option<partition::Partitioning> {
-        let (finished, follow_up) = self.place(conn, at, cmd, origin);
+        let ReplySaid {
+            failed,
+            modified,
+            walk,
+        } = said;
+        let (finished, follow_up, context) = self.place(conn, at, cmd, origin);
         let (shape, namespace) = (&origin.shape, &origin.namespace);
         let (pattern, named_by) = (origin.request_pattern(), origin.request_named_by());
         let (events, partitioning) = {
@@ -619,6 +657,9 @@ impl Engine {
                 named_by,
                 partitioning,
                 follow_up: follow_up.as_ref(),
+                request: origin.request,
+                context,
+                walk,
             };
             let events = observe_writes(&mut k, &view, failed, modified);
             k.trace = None;
@@ -639,7 +680,7 @@ impl Engine {
         at: Instant,
         cmd: &Command<'_>,
         origin: &mut RequestOrigin,
-    ) -> (requests::Closed, Option<FollowUp>) {
+    ) -> (requests::Closed, Option<FollowUp>, bool) {
         let trace = cmd
             .trace_id()
             .or_else(|| cmd.comment().and_then(TraceId::from_comment));
@@ -661,6 +702,13 @@ impl Engine {
         origin.joined =
             (*placed.pattern != *origin.pattern).then(|| (placed.pattern.clone(), placed.named_by));
         origin.followed = placed.followed.as_ref().map(|f| f.leading.shape.hash);
+        let context = placed.followed.as_ref().is_some_and(|f| {
+            f.leading_list
+                && f.leading_docs >= 2
+                && !f.link.per_element
+                && !f.link.batch
+                && f.link.source_field != "_id"
+        });
         let follow_up = placed
             .followed
             .filter(|f| f.link.per_element && f.leading_list && cmd.kind == Kind::Find)
@@ -672,8 +720,9 @@ impl Engine {
                 source_field: f.link.source_field,
                 count: f.link.count,
                 leading_docs: f.leading_docs,
+                distinct: f.link.distinct,
             });
-        (finished, follow_up)
+        (finished, follow_up, context)
     }
 
     /// A shardCollection / customAction the server accepted: its key.
