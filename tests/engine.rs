@@ -1667,3 +1667,55 @@ fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
     assert_eq!(run(true), vec![("WL402".into(), "d.orders".into())]);
     assert_eq!(run(false), vec![]);
 }
+
+/// An API whose every request reads its token, then the token's user,
+/// then does one endpoint's work by the user's id: the user's folders, or
+/// the user's items. Untagged, each request is rooted at the token read;
+/// once that root has been seen followed by the same user read in every
+/// request and by different work in different ones, each request is
+/// named by its first operation that is not that context, so each
+/// endpoint is its own pattern (the first requests, before that is
+/// known, stay on the token's).
+#[test]
+fn requests_after_the_same_context_reads_are_named_by_their_own_work() {
+    let mut ops = Vec::new();
+    for i in 0..24 {
+        let token = format!("tok{}", i % 3);
+        let user = format!("u{}", i % 3);
+        ops.push((
+            1,
+            rawdoc! {"find": "tokens", "filter": {"_id": token.as_str()}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": token.as_str(), "userId": user.as_str()}],
+        ));
+        ops.push((
+            1,
+            rawdoc! {"find": "users", "filter": {"_id": user.as_str()}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": user.as_str(), "login": "l"}],
+        ));
+        let raw = |d: bson::Document| bson::RawDocumentBuf::try_from(&d).unwrap();
+        let (coll, field) = if i % 2 == 0 {
+            ("folders", "ownerId")
+        } else {
+            ("items", "creatorId")
+        };
+        ops.push((
+            1,
+            raw(bson::doc! {"find": coll, "filter": {field: user.as_str()}, "$db": "d"}),
+            vec![
+                raw(bson::doc! {"_id": format!("{coll}{i}"), field: user.as_str()}),
+                raw(bson::doc! {"_id": format!("{coll}x{i}"), field: user.as_str()}),
+            ],
+        ));
+    }
+    let run = run_ops(ops);
+    let calls = |name: &str| run.patterns.iter().find(|p| p.0 == name).map_or(0, |p| p.1);
+    let (tokens, folders, items) = (
+        calls("find d.tokens {_id: ?string} limit"),
+        calls("find d.folders {ownerId: ?string}"),
+        calls("find d.items {creatorId: ?string}"),
+    );
+    assert_eq!(tokens + folders + items, 24, "{:?}", run.patterns);
+    assert!(folders >= 6 && items >= 6, "{:?}", run.patterns);
+    assert!(tokens <= 10, "{:?}", run.patterns);
+    assert!(run.rules.is_empty(), "{:?}", run.rules);
+}

@@ -41,7 +41,7 @@ use super::knowledge::RequestOrigin;
 use super::patterns::{Invocation, NamedBy};
 use super::shape::Shape;
 use super::trace_context::TraceId;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -159,6 +159,86 @@ pub struct Request {
     /// What its pattern was given when it went idle (see [`REQUEST_IDLE`]):
     /// at its close only what came after is added.
     counted: Option<Box<Invocation>>,
+    /// Whether its root is a detail read (what a context read is).
+    root_detail: bool,
+    /// Whether it was named again, by its first operation that is not
+    /// context (see [`RootStats`]).
+    renamed: bool,
+}
+
+/// Roots whose requests are told apart, at most.
+const MAX_ROOTS: usize = 256;
+/// Shapes that follow one root counted, at most.
+const ROOT_SHAPES: usize = 8;
+/// Requests of a root seen before it may be found to be context.
+const CONTEXT_AFTER: u32 = 8;
+
+/// What follows each root shape in its requests: the requests it rooted,
+/// and in how many of them each other shape was seen. A detail read
+/// followed by the same reads in (nearly) every request, then by
+/// different work in different requests, is the context every request
+/// pays (a token, then its user): such a request is named by its first
+/// operation that is not context, so each endpoint is its own pattern.
+#[derive(Default)]
+struct RootStats {
+    roots: HashMap<u64, RootStat, foldhash::fast::RandomState>,
+}
+
+#[derive(Default)]
+struct RootStat {
+    requests: u32,
+    shapes: smallvec::SmallVec<[(u64, u32); ROOT_SHAPES]>,
+}
+
+impl RootStat {
+    /// Whether `shape` comes in at least four in five of its requests.
+    fn is_context(&self, n: u32) -> bool {
+        n as u64 * 5 >= self.requests as u64 * 4
+    }
+
+    /// Whether a request of this root with `shape` next is named by it:
+    /// enough requests seen, `shape` not context, and at least two
+    /// shapes that are not context (different work after the same
+    /// context), so a list's own follow-ups never rename it.
+    fn renames(&self, shape: u64) -> bool {
+        if self.requests < CONTEXT_AFTER {
+            return false;
+        }
+        let Some(&(_, n)) = self.shapes.iter().find(|s| s.0 == shape) else {
+            return false;
+        };
+        !self.is_context(n)
+            && self
+                .shapes
+                .iter()
+                .filter(|s| !self.is_context(s.1))
+                .nth(1)
+                .is_some()
+    }
+}
+
+impl RootStats {
+    fn rooted(&mut self, root: u64) {
+        if let Some(stat) = self.stat(root) {
+            stat.requests += 1;
+        }
+    }
+
+    fn followed(&mut self, root: u64, shape: u64) {
+        let Some(stat) = self.stat(root) else { return };
+        if let Some(s) = stat.shapes.iter_mut().find(|s| s.0 == shape) {
+            s.1 += 1;
+        } else if stat.shapes.len() < ROOT_SHAPES {
+            stat.shapes.push((shape, 1));
+        }
+    }
+
+    fn stat(&mut self, root: u64) -> Option<&mut RootStat> {
+        if self.roots.len() >= MAX_ROOTS && !self.roots.contains_key(&root) {
+            return None;
+        }
+        Some(self.roots.entry(root).or_default())
+    }
 }
 
 /// What a request gives its pattern when it closes or goes idle: the
@@ -206,6 +286,10 @@ pub struct Operation<'q> {
 
 pub struct Requests {
     open: VecDeque<Request>,
+    /// What follows each root (see [`RootStats`]), charged to the pool at
+    /// its most.
+    roots: RootStats,
+    _roots_charge: Charge,
     next_id: u64,
     pool: Arc<Pool>,
     /// What the open requests hold, in bytes.
@@ -221,6 +305,11 @@ impl Requests {
     pub fn new(pool: Arc<Pool>) -> Requests {
         Requests {
             open: VecDeque::new(),
+            roots: RootStats::default(),
+            _roots_charge: Charge::new(
+                &pool,
+                MAX_ROOTS * (std::mem::size_of::<(u64, RootStat)>() + 16),
+            ),
             next_id: 1,
             pool,
             bytes: 0,
@@ -303,6 +392,30 @@ impl Requests {
                     r.invocation.explained += 1;
                 }
                 r.invocation.round_trips += 1;
+                // Named by its first operation that is not the context
+                // every request of its root pays (an untagged request whose
+                // root is a detail read: a token, then its user).
+                let new_shape = shape.hash != r.invocation.first_shape
+                    && !r.invocation.shapes.contains(&shape.hash);
+                if new_shape && r.named_by == NamedBy::Shape {
+                    self.roots.followed(r.invocation.first_shape, shape.hash);
+                    let per_element = followed
+                        .as_ref()
+                        .is_some_and(|f| f.link.per_element && f.leading_list);
+                    let rename = r.root_detail
+                        && !r.renamed
+                        && r.counted.is_none()
+                        && !per_element
+                        && self
+                            .roots
+                            .roots
+                            .get(&r.invocation.first_shape)
+                            .is_some_and(|s| s.renames(shape.hash));
+                    if rename {
+                        r.invocation.pattern = op.origin.pattern.clone();
+                        r.renamed = true;
+                    }
+                }
                 if r.invocation.shapes.len() < MAX_SEQUENCE {
                     r.invocation.shapes.push(shape.hash);
                     if !batch && !explained {
@@ -332,6 +445,9 @@ impl Requests {
                 }
                 let id = self.next_id;
                 self.next_id += 1;
+                if op.origin.named_by == NamedBy::Shape {
+                    self.roots.rooted(shape.hash);
+                }
                 self.open.push_back(Request {
                     id,
                     conn: op.conn,
@@ -356,6 +472,8 @@ impl Requests {
                     bytes: std::mem::size_of::<Request>(),
                     spread: false,
                     counted: None,
+                    root_detail: !op.origin.list,
+                    renamed: false,
                 });
                 self.bytes += std::mem::size_of::<Request>();
                 self.charge_most();
