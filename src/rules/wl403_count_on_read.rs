@@ -9,7 +9,7 @@
 //! computed again on every read instead of kept on write.
 //!
 //! Reads only, and per parent only. Not count-on-read:
-//! - a count with the same filter as a read of its own collection in the
+//! - a count with the very filter (values and all) of a read in the same
 //!   request: that list's total (a page's `Total-Count`);
 //! - a count in a request that also writes the counted collection
 //!   (progress totals of a copy or delete, "is this blob still shared?"
@@ -50,10 +50,16 @@ pub struct CountOnRead {
     counts: RuleTable<String, RuleTable<(String, String), Carried>>,
     /// Pattern → namespaces it reads other than by counting.
     reads: RuleTable<String, RuleTable<String, ()>>,
-    /// Pattern → (namespace, filter keys) of its reads other than by
-    /// counting, and the namespaces it writes (keys ending in `\0w`).
-    filters: RuleTable<String, RuleTable<String, ()>>,
+    /// Pattern → the namespaces it writes.
+    writes: RuleTable<String, RuleTable<String, ()>>,
+    /// The latest reads other than counts: (request, hash of namespace and
+    /// filter), newest last: a count with the very filter of a read of its
+    /// request is that read's total.
+    recent_reads: std::collections::VecDeque<(u64, u64)>,
 }
+
+/// Reads remembered for totals, at most.
+const RECENT_READS: usize = 256;
 
 #[derive(Clone, Copy, Default)]
 struct Carried {
@@ -68,15 +74,15 @@ impl crate::analysis::budget::Weight for Carried {
     }
 }
 
-/// A read's namespace with its filter's top-level keys, sorted: what a
-/// list and its total share.
-fn filter_key(op: &OpView<'_>) -> String {
-    let mut keys: Vec<&str> = filters(op.cmd)
-        .first()
-        .map(|f| f.iter().flatten().map(|(k, _)| k.as_str()).collect())
-        .unwrap_or_default();
-    keys.sort_unstable();
-    format!("{}\0{}", op.namespace, keys.join(","))
+/// A read's request, with a hash of its namespace and its filter (values
+/// and all): what a list and its total share.
+fn filter_key(op: &OpView<'_>) -> Option<(u64, u64)> {
+    let filter = *filters(op.cmd).first()?;
+    let h = crate::analysis::hash::fnv1a(op.namespace.as_bytes());
+    Some((
+        op.request?,
+        h ^ crate::analysis::hash::fnv1a(filter.as_bytes()),
+    ))
 }
 
 impl Rule for CountOnRead {
@@ -90,9 +96,9 @@ impl Rule for CountOnRead {
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         if op.cmd.kind.is_write() {
-            let seen = self.filters.entry_ref(op.pattern, cx.pool);
-            if seen.len() < 2 * MAX_READ_NAMESPACES {
-                seen.insert(format!("{}\0w", op.namespace), (), cx.pool);
+            let written = self.writes.entry_ref(op.pattern, cx.pool);
+            if written.len() < MAX_READ_NAMESPACES {
+                written.insert(op.namespace.to_string(), (), cx.pool);
             }
             return;
         }
@@ -104,20 +110,21 @@ impl Rule for CountOnRead {
             if read.len() < MAX_READ_NAMESPACES {
                 read.insert(op.namespace.to_string(), (), cx.pool);
             }
-            let seen = self.filters.entry_ref(op.pattern, cx.pool);
-            if seen.len() < 2 * MAX_READ_NAMESPACES {
-                seen.insert(filter_key(op), (), cx.pool);
+            if let Some(key) = filter_key(op) {
+                if self.recent_reads.len() >= RECENT_READS {
+                    self.recent_reads.pop_front();
+                }
+                self.recent_reads.push_back(key);
             }
             return;
         }
-        if op.context {
+        let total = filter_key(op).is_some_and(|k| self.recent_reads.contains(&k));
+        let written = self
+            .writes
+            .get(op.pattern)
+            .is_some_and(|w| w.contains_key(op.namespace));
+        if op.context || total || written {
             return;
-        }
-        if let Some(seen) = self.filters.get(op.pattern) {
-            let written = seen.contains_key(&format!("{}\0w", op.namespace));
-            if written || seen.contains_key(&filter_key(op)) {
-                return;
-            }
         }
         let mut fields: Vec<String> = filters(op.cmd)
             .into_iter()
