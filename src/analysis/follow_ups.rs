@@ -725,6 +725,19 @@ fn field_asks<'a>(field: &str, v: RawBsonRef<'a>) -> Option<Asked<'a>> {
 const WALK_REFS: usize = 8;
 /// Elements of an array looked at for an array of ancestors, at most.
 const WALK_ARRAY: usize = 64;
+/// A document larger than this is no tree node a walk remembers.
+const WALK_DOC: usize = 16 << 10;
+
+/// A string field named like a reference: `…id`, `…Id`, `…_id`, `parent…`.
+fn names_reference(key: &[u8]) -> bool {
+    key.len() > 2 && key[key.len() - 2..].eq_ignore_ascii_case(b"id")
+        || key.len() >= 6 && key[..6].eq_ignore_ascii_case(b"parent")
+}
+
+/// A materialized path: `path`, `materializedPath`, `…Path`.
+fn is_path(key: &[u8]) -> bool {
+    key.eq_ignore_ascii_case(b"path") || key.ends_with(b"Path")
+}
 
 /// A tree walked one level at a time on a connection: the single document
 /// it last read, with its top-level references (hashed), and the chain of
@@ -733,9 +746,10 @@ const WALK_ARRAY: usize = 64;
 #[derive(Default)]
 pub struct ParentWalk {
     namespace: Option<std::sync::Arc<str>>,
-    /// (value hash, index in `fields`).
-    refs: smallvec::SmallVec<[(u64, u8); WALK_REFS]>,
-    fields: smallvec::SmallVec<[Box<str>; WALK_REFS]>,
+    /// (value hash, where its field's name starts in `names`, its length).
+    refs: smallvec::SmallVec<[(u64, u8, u8); WALK_REFS]>,
+    /// The reference fields' names, one after the other.
+    names: smallvec::SmallVec<[u8; 64]>,
     /// The field the chain that read it followed, and how many reads.
     via: Option<Box<str>>,
     depth: u32,
@@ -771,10 +785,13 @@ impl ParentWalk {
             return None;
         }
         let h = super::namespaces::element_hash(&id)?;
-        let (_, field) = self.refs.iter().find(|r| r.0 == h)?;
-        let field = &self.fields[usize::from(*field)];
+        let &(_, start, len) = self.refs.iter().find(|r| r.0 == h)?;
+        let field = std::str::from_utf8(
+            &self.names[usize::from(start)..usize::from(start) + usize::from(len)],
+        )
+        .ok()?;
         let depth = match &self.via {
-            Some(via) if via == field => self.depth + 1,
+            Some(via) if &**via == field => self.depth + 1,
             _ => 1,
         };
         Some(WalkStep {
@@ -784,52 +801,72 @@ impl ParentWalk {
         })
     }
 
-    /// What a find on `namespace` returned: one document is remembered
-    /// (with the step that read it, if any), anything else on that
-    /// namespace ends the walk.
+    /// What a find on `namespace` returned: one document (of at most
+    /// [`WALK_DOC`] bytes) is remembered, with the step that read it, if
+    /// any; anything else on that namespace ends the walk.
     pub fn read(
         &mut self,
         namespace: &std::sync::Arc<str>,
         step: Option<&WalkStep>,
         docs: &[&RawDocument],
     ) {
-        let [doc] = docs else {
-            if self.namespace.as_deref() == Some(&**namespace) {
-                *self = ParentWalk::default();
+        let doc = match docs {
+            [doc] if doc.as_bytes().len() <= WALK_DOC => doc,
+            _ => {
+                if self.namespace.as_deref() == Some(&**namespace) {
+                    self.namespace = None;
+                }
+                return;
             }
-            return;
         };
-        self.namespace = Some(namespace.clone());
+        if self.namespace.as_deref() != Some(&**namespace) {
+            self.namespace = Some(namespace.clone());
+        }
         self.refs.clear();
-        self.fields.clear();
+        self.names.clear();
         self.ancestors = false;
-        self.via = step.map(|s| s.field.clone().into_boxed_str());
-        self.depth = step.map_or(0, |s| s.depth);
+        match step {
+            Some(s) => {
+                if self.via.as_deref() != Some(s.field.as_str()) {
+                    self.via = Some(s.field.clone().into_boxed_str());
+                }
+                self.depth = s.depth;
+            }
+            None => {
+                self.via = None;
+                self.depth = 0;
+            }
+        }
         let mut arrays: smallvec::SmallVec<[&[u8]; 2]> = smallvec::SmallVec::new();
         for e in crate::wire::bson_walk::elements(doc.as_bytes()).map_while(Result::ok) {
-            let Some(key) = crate::wire::bson_walk::utf8(e.key) else {
-                continue;
-            };
             match e.element_type {
                 // An ObjectId, or a string named like a reference.
-                0x07 | 0x02 if key != "_id" && self.refs.len() < WALK_REFS => {
+                0x07 | 0x02 if e.key != b"_id" && self.refs.len() < WALK_REFS => {
                     if e.element_type == 0x02 {
-                        let lower = key.to_ascii_lowercase();
-                        if key.ends_with("Path") || lower == "path" {
+                        if is_path(e.key) {
                             self.ancestors = true;
                         }
-                        if !(lower.ends_with("id") || lower.starts_with("parent")) {
+                        if !names_reference(e.key) {
                             continue;
                         }
                     }
-                    if let Some(h) = super::namespaces::element_hash(&e) {
-                        self.refs.push((h, self.fields.len() as u8));
-                        self.fields.push(key.into());
+                    let Some(h) = super::namespaces::element_hash(&e) else {
+                        continue;
+                    };
+                    let start = self.names.len();
+                    if start + e.key.len() > u8::MAX as usize {
+                        continue;
                     }
+                    self.names.extend_from_slice(e.key);
+                    self.refs.push((h, start as u8, e.key.len() as u8));
                 }
                 0x04 if arrays.len() < 2 => arrays.push(e.value),
                 _ => {}
             }
+        }
+        if self.refs.is_empty() {
+            self.namespace = None;
+            return;
         }
         // An array holding one of its references: its ancestors.
         self.ancestors |= arrays.iter().any(|a| {

@@ -282,6 +282,9 @@ pub struct Operation<'q> {
     pub weight: u64,
     /// Whether it counts documents (`Command::counts`).
     pub count: bool,
+    /// Whether it is a detail read (a find of one or two documents): what
+    /// a context read is.
+    pub detail: bool,
 }
 
 pub struct Requests {
@@ -397,13 +400,12 @@ impl Requests {
                 // root is a detail read: a token, then its user).
                 let new_shape = shape.hash != r.invocation.first_shape
                     && !r.invocation.shapes.contains(&shape.hash);
-                if new_shape && r.named_by == NamedBy::Shape {
+                if new_shape && r.named_by == NamedBy::Shape && r.root_detail {
                     self.roots.followed(r.invocation.first_shape, shape.hash);
                     let per_element = followed
                         .as_ref()
                         .is_some_and(|f| f.link.per_element && f.leading_list);
-                    let rename = r.root_detail
-                        && !r.renamed
+                    let rename = !r.renamed
                         && r.counted.is_none()
                         && !per_element
                         && self
@@ -445,7 +447,7 @@ impl Requests {
                 }
                 let id = self.next_id;
                 self.next_id += 1;
-                if op.origin.named_by == NamedBy::Shape {
+                if op.origin.named_by == NamedBy::Shape && op.detail {
                     self.roots.rooted(shape.hash);
                 }
                 self.open.push_back(Request {
@@ -472,7 +474,7 @@ impl Requests {
                     bytes: std::mem::size_of::<Request>(),
                     spread: false,
                     counted: None,
-                    root_detail: !op.origin.list,
+                    root_detail: op.detail,
                     renamed: false,
                 });
                 self.bytes += std::mem::size_of::<Request>();

@@ -96,9 +96,15 @@ impl Rule for CountOnRead {
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         if op.cmd.kind.is_write() {
-            let written = self.writes.entry_ref(op.pattern, cx.pool);
-            if written.len() < MAX_READ_NAMESPACES {
-                written.insert(op.namespace.to_string(), (), cx.pool);
+            let known = self
+                .writes
+                .get(op.pattern)
+                .is_some_and(|w| w.contains_key(op.namespace));
+            if !known {
+                let written = self.writes.entry_ref(op.pattern, cx.pool);
+                if written.len() < MAX_READ_NAMESPACES {
+                    written.insert(op.namespace.to_string(), (), cx.pool);
+                }
             }
             return;
         }
@@ -106,11 +112,19 @@ impl Rule for CountOnRead {
             return;
         }
         if !is_count(op) {
-            let read = self.reads.entry_ref(op.pattern, cx.pool);
-            if read.len() < MAX_READ_NAMESPACES {
-                read.insert(op.namespace.to_string(), (), cx.pool);
+            let known = self
+                .reads
+                .get(op.pattern)
+                .is_some_and(|r| r.contains_key(op.namespace));
+            if !known {
+                let read = self.reads.entry_ref(op.pattern, cx.pool);
+                if read.len() < MAX_READ_NAMESPACES {
+                    read.insert(op.namespace.to_string(), (), cx.pool);
+                }
             }
-            if let Some(key) = filter_key(op) {
+            // A list's total has the list's filter (a detail read has none).
+            let list = crate::analysis::follow_ups::is_list_read(op.cmd);
+            if let Some(key) = filter_key(op).filter(|_| list) {
                 if self.recent_reads.len() >= RECENT_READS {
                     self.recent_reads.pop_front();
                 }

@@ -692,6 +692,7 @@ impl Engine {
             trace,
             weight: self.weight,
             count: cmd.counts(),
+            detail: cmd.kind == Kind::Find && !origin.list,
         };
         let (namespace, shape) = (&origin.namespace, origin.shape.hash);
         let (placed, finished) = self.requests.place(&op, state.current, || {
