@@ -25,7 +25,9 @@
 //!    past [`MAX_NESTING`], and counts messages by opcode, command name and
 //!    compressor; commands that carry credentials are counted by name only
 //!    (`sensitive`).
-//! 6. **Engine** ([`engine`]): the [`command`] model, pairing with replies,
+//! 6. **Engine** ([`engine`]): the [`command`] model (its database read
+//!    as the logical one when test suites name one per test: see
+//!    [`databases`]), pairing with replies,
 //!    [`shape`]s (their ids from [`hash`]), access [`patterns`] and the
 //!    application [`requests`] they are made of (rebuilt from untagged
 //!    traffic by the values [`follow_ups`] link), the [`bursts`] of one
