@@ -466,4 +466,42 @@ mod tests {
         assert_eq!(m.patterns[0].latency_us.p50, slower);
         assert!(m.patterns[0].latency_histogram.is_empty());
     }
+
+    /// Each run's folded databases add up, a finding on a folded namespace
+    /// says how many databases showed it, and the text says what was
+    /// folded and how many patterns the memory limit dropped.
+    #[test]
+    fn folded_databases_add_up_and_the_text_says_so() {
+        use crate::analysis::databases::FoldedDatabase;
+        let folded = |n| FoldedDatabase {
+            name: "app_test_*".into(),
+            databases: n,
+            at_least: false,
+        };
+        let mut f = finding(Severity::Warning, 1, "2026-01-01T00:00:05Z", 3, "Q1");
+        f.namespace = "app_test_*.c".into();
+        f.databases = Some(4);
+        let mut a = report(vec![pattern("Q1", 1, &[10])], vec![f.clone()]);
+        a.folded_databases = vec![folded(4)];
+        a.counters.tables = vec![crate::analysis::budget::PoolUsage {
+            table: "patterns".into(),
+            entries: 10,
+            bytes: 100,
+            max_bytes: 100,
+            evicted: 7,
+        }];
+        f.databases = Some(3);
+        let mut b = report(vec![pattern("Q1", 1, &[10])], vec![f]);
+        b.folded_databases = vec![folded(3)];
+        let m = merge(&[a, b]).unwrap();
+        assert_eq!(m.folded_databases, vec![folded(7)]);
+        assert_eq!(m.findings[0].databases, Some(7));
+        let text = crate::report::table::text(&m);
+        assert!(
+            text.contains("Folded 7 databases named per test or per worker into app_test_*"),
+            "{text}"
+        );
+        assert!(text.contains("app_test_*.c (in 7 databases)"), "{text}");
+        assert!(text.contains("dropped 7 patterns"), "{text}");
+    }
 }
