@@ -16,7 +16,10 @@
 //!   before deleting a record): a write path;
 //! - a count keyed by the context of a list it follows (a value every
 //!   listed document carries: the course's threads after its reviews),
-//!   asked once per list.
+//!   asked once per list;
+//! - a count whose filter is no fixed predicate (a range, a pattern, an
+//!   `$or`): the position of a document in a sorted list, what came
+//!   since a date — no counter kept on the parent answers it.
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
@@ -72,6 +75,42 @@ impl crate::analysis::budget::Weight for Carried {
     fn weight(&self) -> usize {
         std::mem::size_of::<Carried>()
     }
+}
+
+/// Whether a count's filter is a fixed predicate, one a counter kept on
+/// the parent can stand for: equalities (and `$in`, `$ne`, `$exists`),
+/// no range, pattern or alternative. A count of what sorts before a
+/// document (Girder's item position: `{folderId, $or: [{lowerName: {$lt:
+/// …}}, …]}`) or of what came since a date depends on the read's own
+/// parameter: no stored count answers it.
+fn fixed_predicate(filter: &[u8], depth: usize) -> bool {
+    use crate::wire::bson_walk::{elements, values, Value};
+    const VARYING: [&[u8]; 7] = [
+        b"$lt",
+        b"$lte",
+        b"$gt",
+        b"$gte",
+        b"$regex",
+        b"$near",
+        b"$geoWithin",
+    ];
+    elements(filter).map_while(Result::ok).all(|e| match e.key {
+        b"$and" if depth < 4 => match e.read() {
+            Value::Array(a) => values(a).map_while(Result::ok).all(|b| match b {
+                Value::Document(d) => fixed_predicate(d, depth + 1),
+                _ => true,
+            }),
+            _ => true,
+        },
+        k if k.first() == Some(&b'$') => false,
+        _ => match (e.element_type, e.read()) {
+            (0x0B, _) => false,
+            (_, Value::Document(d)) => elements(d)
+                .map_while(Result::ok)
+                .all(|op| !VARYING.contains(&op.key)),
+            _ => true,
+        },
+    })
 }
 
 /// A read's request, with a hash of its namespace and its filter (values
@@ -137,7 +176,10 @@ impl Rule for CountOnRead {
             .writes
             .get(op.pattern)
             .is_some_and(|w| w.contains_key(op.namespace));
-        if op.context || total || written {
+        let fixed = filters(op.cmd)
+            .first()
+            .is_none_or(|f| fixed_predicate(f.as_bytes(), 0));
+        if op.context || total || written || !fixed {
             return;
         }
         let mut fields: Vec<String> = filters(op.cmd)
@@ -197,5 +239,32 @@ impl Rule for CountOnRead {
                     ), evidence),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixed_predicate;
+    use bson::rawdoc;
+
+    #[test]
+    fn only_fixed_predicates_can_be_kept_as_a_counter() {
+        let fixed = |d: bson::RawDocumentBuf| fixed_predicate(d.as_bytes(), 0);
+        assert!(fixed(rawdoc! {"postId": "p1", "type": "comment"}));
+        assert!(fixed(
+            rawdoc! {"threadId": 3, "deleted": {"$ne": true}, "flag": {"$exists": true}}
+        ));
+        assert!(fixed(rawdoc! {"$and": [{"a": 1}, {"b": {"$in": [1, 2]}}]}));
+        // The position of an item in its folder, sorted by name.
+        assert!(!fixed(
+            rawdoc! {"folderId": 1, "$or": [{"lowerName": {"$lt": "m"}}, {"lowerName": "m", "_id": {"$lt": 4}}]}
+        ));
+        assert!(!fixed(
+            rawdoc! {"userId": 1, "created": {"$gte": bson::DateTime::now()}}
+        ));
+        assert!(!fixed(
+            rawdoc! {"name": bson::Regex { pattern: "^a".try_into().unwrap(), options: "".try_into().unwrap() }}
+        ));
+        assert!(!fixed(rawdoc! {"$and": [{"a": 1}, {"b": {"$gt": 2}}]}));
     }
 }
