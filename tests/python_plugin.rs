@@ -4,7 +4,9 @@
 //! the example suite `examples/pytest/` against FerretDB through the
 //! plugin. With the N+1 test in the suite the session fails on
 //! `--wirelint-fail-on warning` though every test passes; without it the
-//! session passes. The terminal summary and the SARIF file are checked.
+//! session passes. The terminal summary and the SARIF file are checked,
+//! and a test whose client bypasses wirelint is said to have been seen by
+//! nothing (failing the session when a level to fail on is set).
 
 mod common;
 
@@ -20,10 +22,21 @@ fn run(command: &mut Command) -> Output {
 }
 
 fn pytest(venv: &Path, suite: &Path, upstream: &str, args: &[&str]) -> (i32, String) {
+    pytest_with(venv, suite, upstream, args, &[])
+}
+
+fn pytest_with(
+    venv: &Path,
+    suite: &Path,
+    upstream: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String) {
     let out = run(Command::new(venv.join("bin/pytest"))
         .current_dir(suite)
         .env_remove("WIRELINT_BINARY")
         .env_remove("WIRELINT_UPSTREAM")
+        .envs(env.iter().copied())
         .args(["-p", "no:cacheprovider", "--wirelint-upstream", upstream])
         .args(args));
     (
@@ -127,4 +140,34 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
         &["--wirelint-fail-on", "sometimes"],
     );
     assert_eq!(status, 4, "pytest's usage-error status: {out}");
+
+    // A test whose client comes from a URI of its own (not the variable
+    // the plugin repoints): wirelint sees no data operation and says so;
+    // with a level to fail on, the session fails though the test passed,
+    // and without one it passes with the warning.
+    std::fs::write(
+        suite.join("test_own_uri.py"),
+        "import os\nimport pymongo\n\n\ndef test_reads_its_own_database():\n    \
+         client = pymongo.MongoClient(os.environ[\"APP_DB_URI\"])\n    \
+         client.own_uri.things.insert_one({\"a\": 1})\n    \
+         assert client.own_uri.things.count_documents({}) >= 1\n",
+    )
+    .unwrap();
+    let own = [("APP_DB_URI", upstream.as_str())];
+    let args = ["--wirelint-env", "MONGODB_URI", "test_own_uri.py"];
+    let (status, out) = pytest_with(&venv, &suite, &upstream, &args, &own);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("1 passed"), "{out}");
+    assert!(out.contains("wirelint saw no data operations"), "{out}");
+    assert!(out.contains("--wirelint-fail-on warning is set"), "{out}");
+    let args = [
+        "-o",
+        "addopts=",
+        "--wirelint-env",
+        "MONGODB_URI",
+        "test_own_uri.py",
+    ];
+    let (status, out) = pytest_with(&venv, &suite, &upstream, &args, &own);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("wirelint saw no data operations"), "{out}");
 }

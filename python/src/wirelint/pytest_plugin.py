@@ -42,6 +42,8 @@ class _State:
         self.report: Optional[dict] = None
         self.failed_on: Optional[str] = None
         self.error: Optional[str] = None
+        #: Whether the suite asked for wirelint and it saw no data operation.
+        self.saw_nothing = False
 
     def option(self, name: str) -> Optional[str]:
         value = self.config.getoption("wirelint_" + name)
@@ -146,17 +148,33 @@ def wirelint_proxy(request: pytest.FixtureRequest, wirelint_uri: str) -> Proxy:
     return request.config.stash[_KEY].proxy
 
 
+def _configured(state) -> bool:
+    """Whether the suite asked for wirelint (an upstream, a variable to
+    repoint or a level to fail on), so that its seeing nothing matters."""
+    return any(state.option(o) for o in ("upstream", "env", "fail_on"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash[_KEY]
     state.stop()
+    level = state.option("fail_on")
     if state.report is None:
+        # Never started: no test asked for `wirelint_uri` and no variable
+        # was repointed.
+        if state.proxy is None and not state.error and _configured(state):
+            state.saw_nothing = True
+            if level and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
+    if state.report.get("counters", {}).get("operations", 0) == 0:
+        state.saw_nothing = True
+        if level and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     sarif = state.option("sarif")
     if sarif:
         with open(sarif, "w", encoding="utf-8") as f:
             f.write(state.proxy.render("sarif"))
-    level = state.option("fail_on")
     found = worst(state.report)
     if level and found and SEVERITIES.index(found) >= SEVERITIES.index(level):
         state.failed_on = found
@@ -164,12 +182,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+#: What to say when wirelint saw no data operation.
+SAW_NOTHING = (
+    "wirelint saw no data operations: no test's database traffic went through it, so the "
+    "findings say nothing about this suite. Likely causes: the suite builds its client from a "
+    "URI of its own (use the `wirelint_uri` fixture, or --wirelint-env=VAR naming the variable "
+    "the suite reads before it is read); the client is created before the plugin repoints the "
+    "variable (at import of a module loaded earlier); or no test touches the database."
+)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_KEY, None)
-    if state is None or state.proxy is None:
+    if state is None:
         return
     tr = terminalreporter
+    if state.proxy is None and not state.saw_nothing:
+        return
     tr.section("wirelint")
+    if state.saw_nothing:
+        level = state.option("fail_on")
+        tail = f" The session fails: --wirelint-fail-on {level} is set." if level else ""
+        tr.write_line(SAW_NOTHING + tail, red=bool(level), yellow=not level, bold=True)
+    if state.proxy is None:
+        return
     if state.error:
         tr.write_line(state.error, red=True)
         return
