@@ -304,6 +304,28 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     let seen = report_namespaces(&suite);
     assert!(seen.contains(&front) && seen.contains(&posts), "{seen:?}");
 
+    // The suite's client bypasses wirelint (it reads MONGODB_URI, and
+    // wirelint was told to repoint another variable): wirelint saw no data
+    // operation and says so, and the run fails (failOn is set) though
+    // every test passed.
+    let r = run_suite(
+        runner,
+        &suite,
+        Some(&uri),
+        &[
+            ("BLOG_AUTHORS", "batched"),
+            ("WIRELINT_ENV", "APP_OTHER_URI"),
+            ("WIRELINT_UPSTREAM", &uri),
+        ],
+    );
+    assert_ne!(r.status, 0, "{}", r.out);
+    assert_eq!(runner.tests(&r.out), Some((3, 3)), "{}", r.out);
+    assert!(
+        r.out.contains("wirelint saw no data operations"),
+        "{}",
+        r.out
+    );
+
     // Bad options stop the run before any test, naming the option.
     let stopped = |r: &Run, message: &str| {
         assert_ne!(r.status, 0, "{}", r.out);

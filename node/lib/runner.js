@@ -199,6 +199,16 @@ async function stopContainer(state) {
   }
 }
 
+/** What to say when wirelint saw no data operation in a run. */
+function sawNothing(options) {
+  return (
+    "wirelint saw no data operations: no test's database traffic went through it, so the findings say " +
+    `nothing about this suite. Likely causes: the suite builds its client from a URI of its own, not ${options.env} ` +
+    "(set the wirelint env option to the variable it reads); the client is created before the global setup " +
+    "repoints the variable; or no test touches the database."
+  );
+}
+
 /**
  * Stops wirelint, prints the access-pattern table and the findings, writes
  * the SARIF file when asked, and throws a FindingsError when a finding
@@ -227,6 +237,11 @@ async function finish(state = globalThis[STATE], write = (text) => process.stdou
   }
   const findings = report.findings || [];
   write(`wirelint: ${findings.length} finding(s); ${where.join(", ")}\n`);
+  if (((report.counters || {}).operations || 0) === 0) {
+    const message = sawNothing(options);
+    if (options.failOn) throw new FindingsError(`${message} The run fails: failOn is ${options.failOn}.`);
+    write(`wirelint: ${message}\n`);
+  }
   const found = worst(report);
   if (options.failOn && found && SEVERITIES.indexOf(found) >= SEVERITIES.indexOf(options.failOn)) {
     throw new FindingsError(`a finding of severity ${found} reached failOn ${options.failOn}: the run fails`);
