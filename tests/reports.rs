@@ -287,7 +287,8 @@ async fn every_output_is_complete_valid_and_free_of_values() {
                 assert!(out.contains("→ Split the document"), "{out}");
             }
             "markdown" => assert!(
-                out.contains("| Pattern | Calls | Round trips |") && out.contains("### ⚠ WL103"),
+                out.contains("| Pattern | Calls | Round trips/call |")
+                    && out.contains("### ⚠ WL103"),
                 "{out}"
             ),
             "sarif" => validate_sarif(&out),

@@ -97,10 +97,10 @@ fn rows(report: &Report, width: usize) -> Vec<Row> {
 const HEADERS: [&str; 8] = [
     "Pattern",
     "Calls",
-    "Round trips",
+    "Round trips/call",
     "p50",
     "p99",
-    "Docs",
+    "Docs/call",
     "Partitions",
     "",
 ];
@@ -238,7 +238,7 @@ pub fn text(report: &Report) -> String {
         let _ = writeln!(out, "    → {}", f.advice);
         let _ = writeln!(
             out,
-            "      {} · {} · seen {}×, {} – {}\n",
+            "      {} · {} · reported on {} operations, {} – {}\n",
             f.source, f.docs, f.occurrences, f.first_seen, f.last_seen
         );
     }
@@ -304,7 +304,7 @@ pub fn markdown(report: &Report) -> String {
         }
         let _ = writeln!(
             out,
-            "- seen {} times, {} – {}",
+            "- reported on {} operations, {} – {}",
             f.occurrences, f.first_seen, f.last_seen
         );
         let _ = writeln!(
