@@ -294,6 +294,12 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     let seen = report_namespaces(&suite);
     assert!(seen.contains(&front) && seen.contains(&posts), "{seen:?}");
 
+    // An empty WIRELINT_FAIL_ON= switches off package.json's failOn: the
+    // N+1 is reported and the run passes.
+    let r = run_suite(runner, &suite, Some(&uri), &[("WIRELINT_FAIL_ON", "")]);
+    assert_eq!(r.status, 0, "{}", r.out);
+    assert!(r.out.contains("WL401"), "{}", r.out);
+
     // The same suite without the N+1: the run passes, nothing reported.
     let r = run_suite(runner, &suite, Some(&uri), &[("BLOG_AUTHORS", "batched")]);
     assert_eq!(r.status, 0, "{}", r.out);

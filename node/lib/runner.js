@@ -91,6 +91,11 @@ function loadOptions(root, env = process.env) {
   for (const { key, variable } of OPTIONS) {
     let value;
     let source;
+    // An empty WIRELINT_FAIL_ON= (or "off") switches off a failOn set in
+    // package.json: a way to let one run report without failing.
+    if (key === "failOn" && env[variable] !== undefined && /^(|off|none)$/i.test(env[variable].trim())) {
+      continue;
+    }
     if (env[variable] !== undefined && env[variable] !== "") {
       value = env[variable];
       source = variable;
