@@ -300,9 +300,28 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     assert_eq!(r.status, 0, "{}", r.out);
     assert!(r.out.contains("WL401"), "{}", r.out);
 
-    // The same suite without the N+1: the run passes, nothing reported.
-    let r = run_suite(runner, &suite, Some(&uri), &[("BLOG_AUTHORS", "batched")]);
+    // The same suite without the N+1: the run passes, nothing reported,
+    // and nothing is left in the temporary directory (the report path is
+    // given).
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let r = run_suite(
+        runner,
+        &suite,
+        Some(&uri),
+        &[
+            ("BLOG_AUTHORS", "batched"),
+            ("TMPDIR", tmp.to_str().unwrap()),
+        ],
+    );
     assert_eq!(r.status, 0, "{}", r.out);
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("wirelint-"))
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     assert_eq!(runner.tests(&r.out), Some((3, 3)), "{}", r.out);
     assert!(r.out.contains("wirelint: 0 finding(s)"), "{}", r.out);
     assert!(!r.out.contains("WL401"), "{}", r.out);

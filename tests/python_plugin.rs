@@ -125,9 +125,21 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
             .unwrap();
     assert_eq!(report["schema"], "wirelint.report/1");
 
-    // Without the anti-pattern the session passes, with nothing to report.
-    let (status, out) = pytest(&venv, &suite, &upstream, &["test_posts.py"]);
+    // Without the anti-pattern the session passes, with nothing to report,
+    // and leaves nothing in the temporary directory (the report path is
+    // given).
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let tmp_env = [("TMPDIR", tmp.to_str().unwrap())];
+    let (status, out) = pytest_with(&venv, &suite, &upstream, &["test_posts.py"], &tmp_env);
     assert_eq!(status, 0, "{out}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("wirelint-"))
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     assert!(out.contains("3 passed"), "{out}");
     assert!(out.contains("wirelint: 0 finding(s)"), "{out}");
     assert!(sarif_results(&suite).is_empty());

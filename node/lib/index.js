@@ -213,6 +213,17 @@ class Proxy {
     return this.report();
   }
 
+  /**
+   * Removes the temporary directory (wirelint's log), unless the report is
+   * kept there (no report path was given): call it once the report has
+   * been read and rendered.
+   */
+  cleanup() {
+    if (path.dirname(this.reportPath) !== this.dir) {
+      fs.rmSync(this.dir, { recursive: true, force: true });
+    }
+  }
+
   /** The latest JSON report wirelint wrote. */
   report() {
     return JSON.parse(fs.readFileSync(this.reportPath, "utf8"));

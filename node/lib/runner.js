@@ -233,13 +233,18 @@ async function finish(state = globalThis[STATE], write = (text) => process.stdou
   } finally {
     await stopContainer(state);
   }
-  write(`\n── wirelint ──\n${proxy.render("text")}`);
-  const where = [`report: ${proxy.reportPath}`];
-  if (options.sarif) {
-    fs.mkdirSync(path.dirname(options.sarif), { recursive: true });
-    fs.writeFileSync(options.sarif, proxy.render("sarif"));
-    where.push(`SARIF: ${options.sarif}`);
+  try {
+    write(`\n── wirelint ──\n${proxy.render("text")}`);
+    if (options.sarif) {
+      fs.mkdirSync(path.dirname(options.sarif), { recursive: true });
+      fs.writeFileSync(options.sarif, proxy.render("sarif"));
+    }
+  } finally {
+    // Rendered: nothing left in the temporary directory.
+    proxy.cleanup();
   }
+  const where = [`report: ${proxy.reportPath}`];
+  if (options.sarif) where.push(`SARIF: ${options.sarif}`);
   const findings = report.findings || [];
   write(`wirelint: ${findings.length} finding(s); ${where.join(", ")}\n`);
   if (((report.counters || {}).operations || 0) === 0) {

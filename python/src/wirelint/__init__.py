@@ -189,6 +189,13 @@ class Proxy:
             raise RuntimeError(f"wirelint report failed: {out.stderr.strip()}")
         return out.stdout
 
+    def cleanup(self) -> None:
+        """Removes the temporary directory (wirelint's log), unless the
+        report is kept there (no report path was given): call it once the
+        report has been read and rendered."""
+        if Path(self._dir) not in self.report_path.parents:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
     def __enter__(self) -> "Proxy":
         self.start()
         return self

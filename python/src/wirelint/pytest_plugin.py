@@ -182,6 +182,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_KEY, None)
+    if state is not None and state.proxy is not None:
+        # After the summary rendered the report: nothing left in /tmp.
+        state.proxy.cleanup()
+
+
 #: What to say when wirelint saw no data operation.
 SAW_NOTHING = (
     "wirelint saw no data operations: no test's database traffic went through it, so the "
