@@ -259,6 +259,16 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
     assert!(!out.contains("WL401"), "{out}");
     assert!(sarif_results(&suite).is_empty());
 
+    // A binary that is not there: the error names it, at the start and at
+    // the end of the run, and nothing blames a missing database.
+    let (status, out) = mvn_test(&suite, &upstream, &["-Dwirelint.binary=/nope"]);
+    assert_ne!(status, 0, "{out}");
+    assert!(
+        out.contains("wirelint.binary names /nope, which is not an executable file"),
+        "{out}"
+    );
+    assert!(!out.contains("no database to run in front of"), "{out}");
+
     // A bad level is an error naming the option and the levels.
     let (status, out) = mvn_test(&suite, &upstream, &["-Dwirelint.failOn=sometimes"]);
     assert_ne!(status, 0, "{out}");

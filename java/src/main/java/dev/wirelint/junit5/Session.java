@@ -39,6 +39,8 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
   private final Map<String, String> previous = new LinkedHashMap<>();
   private Path dir;
   private Path binary;
+  /** Why wirelint could not start, when it could not. */
+  private String startFailure;
   private boolean extracted;
   private Path report;
   private Path log;
@@ -96,6 +98,16 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
       }
       return uri;
     }
+    try {
+      return launch(upstream, source);
+    } catch (IllegalStateException e) {
+      // Said again at the end of the run, instead of "no database".
+      startFailure = e.getMessage();
+      throw e;
+    }
+  }
+
+  private String launch(String upstream, String source) {
     try {
       dir = Files.createTempDirectory("wirelint-");
       binary = binary();
@@ -204,7 +216,7 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     }
     try {
       if (process == null) {
-        throw new IllegalStateException(uriProblem());
+        throw new IllegalStateException(startFailure != null ? startFailure : uriProblem());
       }
       finish();
     } finally {
