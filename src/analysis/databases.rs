@@ -136,20 +136,14 @@ const MAX_LOGICAL: usize = 64;
 /// that many and more).
 const MAX_MEMBERS: usize = 1024;
 
-/// The real databases each logical one was seen standing for.
+/// The real databases each logical one was seen standing for, keyed by
+/// the logical name's prefix (`app_test_` for `app_test_*`).
 #[derive(Debug)]
 pub struct Databases {
     pub fold: Arc<Fold>,
-    members: BTreeMap<String, Members>,
+    /// Prefix → the real names' hashes, sorted.
+    members: BTreeMap<String, Vec<u32>>,
     _charge: budget::Charge,
-}
-
-#[derive(Debug, Default)]
-struct Members {
-    /// The real names' hashes, sorted.
-    seen: Vec<u32>,
-    /// The first real name seen.
-    first: String,
 }
 
 /// A logical database and how many real ones it folds.
@@ -173,48 +167,43 @@ impl Databases {
         }
     }
 
-    /// Notes that `real` was read as `logical` (the name with `*`).
-    pub fn saw(&mut self, logical: &str, real: &str) {
-        if !self.members.contains_key(logical) && self.members.len() >= MAX_LOGICAL {
-            return;
+    /// Notes that `real` was read as the logical database `prefix*`
+    /// (allocating only for a logical database not seen before).
+    pub fn saw(&mut self, prefix: &str, real: &str) {
+        if !self.members.contains_key(prefix) {
+            if self.members.len() >= MAX_LOGICAL {
+                return;
+            }
+            self.members.insert(prefix.to_string(), Vec::new());
         }
-        let m = self
-            .members
-            .entry(logical.to_string())
-            .or_insert_with(|| Members {
-                seen: Vec::new(),
-                first: real.chars().take(64).collect(),
-            });
+        let Some(seen) = self.members.get_mut(prefix) else {
+            return;
+        };
         let h = fnv1a(real.as_bytes()) as u32;
-        if let Err(i) = m.seen.binary_search(&h) {
-            if m.seen.len() < MAX_MEMBERS {
-                m.seen.insert(i, h);
+        if let Err(i) = seen.binary_search(&h) {
+            if seen.len() < MAX_MEMBERS {
+                seen.insert(i, h);
             }
         }
     }
 
     /// How many real databases `namespace`'s database stands for, if it is
-    /// a folded one.
+    /// a folded one (`app_test_*.users`).
     pub fn count_of(&self, namespace: &str) -> Option<usize> {
         let db = namespace.split_once('.').map_or(namespace, |(d, _)| d);
-        self.members.get(db).map(|m| m.seen.len())
+        self.members.get(db.strip_suffix('*')?).map(Vec::len)
     }
 
     /// The logical databases, with how many real ones each folds.
     pub fn folded(&self) -> Vec<FoldedDatabase> {
         self.members
             .iter()
-            .map(|(name, m)| FoldedDatabase {
-                name: name.clone(),
-                databases: m.seen.len(),
-                at_least: m.seen.len() >= MAX_MEMBERS,
+            .map(|(prefix, seen)| FoldedDatabase {
+                name: format!("{prefix}*"),
+                databases: seen.len(),
+                at_least: seen.len() >= MAX_MEMBERS,
             })
             .collect()
-    }
-
-    /// The first real name seen for `logical`.
-    pub fn example_of(&self, logical: &str) -> Option<&str> {
-        self.members.get(logical).map(|m| m.first.as_str())
     }
 }
 
@@ -272,13 +261,13 @@ mod tests {
         let pool = Pool::new("t", 64 << 20);
         let mut d = Databases::new(Fold::Auto, &pool);
         for i in 0..10 {
-            d.saw("app_test_*", &format!("app_test_{i:08x}"));
-            d.saw("app_test_*", &format!("app_test_{i:08x}"));
+            d.saw("app_test_", &format!("app_test_{i:08x}"));
+            d.saw("app_test_", &format!("app_test_{i:08x}"));
         }
         assert_eq!(d.count_of("app_test_*.users"), Some(10));
         assert_eq!(d.count_of("shop.users"), None);
         for i in 0..(MAX_LOGICAL + 10) {
-            d.saw(&format!("l{i}_*"), "x");
+            d.saw(&format!("l{i}_"), "x");
         }
         assert_eq!(d.folded().len(), MAX_LOGICAL);
     }

@@ -218,6 +218,12 @@ impl RootStat {
 }
 
 impl RootStats {
+    /// Whether a request of `root` is named by `shape`, next in it (see
+    /// [`RootStat::renames`]).
+    fn renames(&self, root: u64, shape: u64) -> bool {
+        self.roots.get(&root).is_some_and(|s| s.renames(shape))
+    }
+
     fn rooted(&mut self, root: u64) {
         if let Some(stat) = self.stat(root) {
             stat.requests += 1;
@@ -408,11 +414,7 @@ impl Requests {
                     let rename = !r.renamed
                         && r.counted.is_none()
                         && !per_element
-                        && self
-                            .roots
-                            .roots
-                            .get(&r.invocation.first_shape)
-                            .is_some_and(|s| s.renames(shape.hash));
+                        && self.roots.renames(r.invocation.first_shape, shape.hash);
                     if rename {
                         r.invocation.pattern = op.origin.pattern.clone();
                         r.renamed = true;

@@ -150,12 +150,12 @@ fn notes(report: &Report) -> Vec<String> {
     lines
 }
 
-/// `namespace`, with how many databases showed the finding when it is a
-/// logical one folding several.
-fn where_seen(f: &Finding) -> String {
+/// How many databases showed the finding, when its namespace is a logical
+/// one folding several: ` (in 7 databases)`.
+fn in_databases(f: &Finding) -> String {
     match f.databases {
-        Some(n) if n > 1 => format!("{} (in {n} databases)", f.namespace),
-        _ => f.namespace.clone(),
+        Some(n) if n > 1 => format!(" (in {n} databases)"),
+        _ => String::new(),
     }
 }
 
@@ -216,11 +216,12 @@ pub fn text(report: &Report) -> String {
     for f in sorted(&report.findings) {
         let _ = writeln!(
             out,
-            "  {} {} {} · {} · {}",
+            "  {} {} {} · {}{} · {}",
             icon(f.severity),
             f.rule,
             f.name,
-            where_seen(f),
+            f.namespace,
+            in_databases(f),
             f.severity.as_str()
         );
         let _ = writeln!(out, "    {}", f.message);
@@ -287,10 +288,7 @@ pub fn markdown(report: &Report) -> String {
             f.rule,
             f.name,
             f.namespace,
-            match f.databases {
-                Some(n) if n > 1 => format!(" (in {n} databases)"),
-                _ => String::new(),
-            }
+            in_databases(f)
         );
         let _ = writeln!(out, "**{}**: {}\n", f.severity.as_str(), f.message);
         if let Some(root) = &f.fix_first {

@@ -285,9 +285,10 @@ impl<'a> Command<'a> {
             .unwrap_or(0);
     }
 
-    /// The logical database, when the database is folded: `app_test_*`.
-    pub fn folded_db(&self) -> Option<String> {
-        (self.folded > 0).then(|| format!("{}*", &self.db[..usize::from(self.folded)]))
+    /// The logical database's prefix, when the database is folded:
+    /// `app_test_` of `app_test_*`.
+    pub fn folded_prefix(&self) -> Option<&'a str> {
+        (self.folded > 0).then(|| &self.db[..usize::from(self.folded)])
     }
 
     /// `db.collection`, when the command names a collection (the logical
@@ -302,9 +303,9 @@ impl<'a> Command<'a> {
         if self.kind == Kind::ShardCollection {
             return self.first_value_str().map(|full| [full, "", ""]);
         }
-        match usize::from(self.folded) {
-            0 => self.collection().map(|c| [self.db, ".", c]),
-            n => self.collection().map(|c| [&self.db[..n], "*.", c]),
+        match self.folded_prefix() {
+            None => self.collection().map(|c| [self.db, ".", c]),
+            Some(prefix) => self.collection().map(|c| [prefix, "*.", c]),
         }
     }
 

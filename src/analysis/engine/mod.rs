@@ -421,10 +421,15 @@ impl Engine {
             return;
         };
         let outcome = Outcome::of(reply.as_ref());
-        // One level up a tree, when it reads the document the last one
-        // read on the connection named.
-        let walk = match (pending.request.command(), self.conns.get(&conn)) {
-            (Some(cmd), Some(state)) if pending.learn => state.walk.step(cmd, &origin.namespace),
+        // A find: one level up a tree, when it reads the document the last
+        // one read on the connection named (see `follow_ups::ParentWalk`).
+        let find = pending.learn
+            && pending
+                .request
+                .command()
+                .is_some_and(|c| c.kind == Kind::Find);
+        let walk = match (find, pending.request.command(), self.conns.get(&conn)) {
+            (true, Some(cmd), Some(state)) => state.walk.step(cmd, &origin.namespace),
             _ => None,
         };
         let accepted = !pending.learn
@@ -441,12 +446,7 @@ impl Engine {
         let returned = Returned::of(outcome.reply);
         let docs = returned.documents();
         self.complete(&pending, &origin, &outcome, &returned, latency);
-        if pending.learn
-            && pending
-                .request
-                .command()
-                .is_some_and(|c| c.kind == Kind::Find)
-        {
+        if find {
             if let Some(state) = self.conns.get_mut(&conn) {
                 state.walk.read(&origin.namespace, walk.as_ref(), docs);
             }
@@ -634,8 +634,8 @@ impl Engine {
                 k.patterns.led(leading);
             }
             k.operations += 1;
-            if let Some(logical) = cmd.folded_db() {
-                k.databases.saw(&logical, cmd.db);
+            if let Some(prefix) = cmd.folded_prefix() {
+                k.databases.saw(prefix, cmd.db);
             }
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
             let trace = cmd.trace_id();
