@@ -78,8 +78,8 @@ scripts/ferretdb.sh install >/dev/null
 step "OpenTelemetry Collector" "(tests/otlp.rs; built once from tests/otelcol, kept in $CACHE)"
 scripts/otelcol.sh install
 
-step "pymongo, MongoEngine and Beanie"
-if ! python3 -c 'import pymongo, mongoengine, beanie' 2>/dev/null; then
+step "pymongo, MongoEngine, Beanie and pytest"
+if ! python3 -c 'import pymongo, mongoengine, beanie, pytest' 2>/dev/null; then
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet -r tests/drivers/python/requirements.txt \
     -r fixtures/requests/requirements.txt
 fi
