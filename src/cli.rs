@@ -85,7 +85,7 @@ pub struct ReportArgs {
     /// A JSON report written by `wirelint proxy --report FILE` (or by `report merge`).
     #[arg(required = true)]
     pub file: Option<PathBuf>,
-    /// Output format: the access-pattern table and findings as text or Markdown, SARIF 2.1.0 for code scanning, or the JSON itself.
+    /// Output format: the access-pattern table and findings as text or Markdown, SARIF 2.1.0 for code scanning, JUnit XML for CI test views (a finding at or above --fail-on, by default warning, is a failing test case), or the JSON itself.
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
     /// Exit with status 3 when a finding at or above this severity is in the report.
@@ -122,6 +122,7 @@ pub enum ReportFormat {
     Text,
     Markdown,
     Sarif,
+    Junit,
     Json,
 }
 
@@ -347,6 +348,11 @@ fn report_command(args: &ReportArgs) -> i32 {
             serde_json::to_string_pretty(&crate::report::sarif::sarif(&report)).unwrap_or_default()
                 + "\n"
         }
+        ReportFormat::Junit => crate::report::junit::junit(
+            &report,
+            args.fail_on
+                .map_or(crate::rules::Severity::Warning, |l| l.severity()),
+        ),
         ReportFormat::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
     };
     let status = match (args.fail_on, report.worst()) {

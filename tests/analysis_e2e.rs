@@ -25,12 +25,16 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 }
 
 async fn http_get_with(addr: std::net::SocketAddr, path: &str, headers: &str) -> (u16, String) {
+    http_request(addr, &format!("GET {path} HTTP/1.1\r\n{headers}"), "").await
+}
+
+/// Sends `head` (request line and headers, without Host and Connection)
+/// and `body`; the status and the body of the answer.
+async fn http_request(addr: std::net::SocketAddr, head: &str, body: &str) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
+    s.write_all(format!("{head}Host: x\r\nConnection: close\r\n\r\n{body}").as_bytes())
+        .await
+        .unwrap();
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await.unwrap();
     let text = String::from_utf8_lossy(&buf).into_owned();
@@ -811,5 +815,206 @@ async fn n_plus_one_follow_ups_are_linked_by_values_from_the_list() {
     assert_eq!(pattern(&report, "Q4 v2").verdict, "ok");
     // Values were compared, never shown.
     assert!(!serde_json::to_string(&report).unwrap().contains("name3"));
+    proxy.shutdown().await;
+}
+
+async fn http_post(addr: std::net::SocketAddr, path: &str, body: &str) -> (u16, String) {
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    http_request(addr, &head, body).await
+}
+
+/// Two parallel workers, told apart by their clients' application names,
+/// each says which test it runs: the N+1 is put on the test whose traffic
+/// showed it, in the report, the text, SARIF (the test's file and line)
+/// and JUnit XML, and the clean test is named nowhere near it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
+async fn findings_name_the_tests_whose_operations_showed_them() {
+    use futures_util::TryStreamExt;
+    let backend = Backend::shared();
+    let mut settings = common::settings(&backend.uri());
+    settings.admin = Some("127.0.0.1:0".into());
+    let proxy = common::proxy_with(settings).await;
+    let admin = proxy.admin_addr().unwrap();
+    let (status, body) = http_get(admin, "/upstream").await;
+    assert_eq!(status, 200, "{body}");
+    let worker = |name: &str| {
+        let uri = format!("{}?appName={name}", proxy.connection_string());
+        async move { common::client(&uri).await }
+    };
+    let (w0, w1) = (worker("wirelint-w0").await, worker("wirelint-w1").await);
+    let prepare = w0.database("suite_test");
+    let (orders, customers) = (
+        prepare.collection::<Document>("orders"),
+        prepare.collection::<Document>("customers"),
+    );
+    for c in [&orders, &customers] {
+        let _ = c.drop().await;
+    }
+    customers
+        .insert_many((0..8).map(|i| doc! {"_id": i, "name": format!("c{i}")}))
+        .await
+        .unwrap();
+    orders
+        .insert_many((0..24).map(|i| doc! {"shop": i % 3, "customerId": i % 8}))
+        .await
+        .unwrap();
+    let mark = |worker: &str, test: Option<(&str, &str, u32)>| {
+        let body = match test {
+            Some((id, file, line)) => {
+                serde_json::json!({"worker": worker, "test": id, "file": file, "line": line})
+            }
+            None => serde_json::json!({"worker": worker}),
+        };
+        async move {
+            let (status, text) = http_post(admin, "/tests", &body.to_string()).await;
+            assert_eq!(status, 200, "{text}");
+        }
+    };
+    mark(
+        "wirelint-w0",
+        Some((
+            "tests/shop.test.js > reads one customer",
+            "tests/shop.test.js",
+            4,
+        )),
+    )
+    .await;
+    mark(
+        "wirelint-w1",
+        Some((
+            "tests/orders.test.js > lists orders with customers",
+            "tests/orders.test.js",
+            17,
+        )),
+    )
+    .await;
+    let (clean_orders, clean_customers) = (
+        w0.database("suite_test").collection::<Document>("orders"),
+        w0.database("suite_test")
+            .collection::<Document>("customers"),
+    );
+    let (n1_orders, n1_customers) = (
+        w1.database("suite_test").collection::<Document>("orders"),
+        w1.database("suite_test")
+            .collection::<Document>("customers"),
+    );
+    let clean = async {
+        for i in 0..6 {
+            clean_customers.find_one(doc! {"_id": i}).await.unwrap();
+            let _: Vec<Document> = clean_orders
+                .find(doc! {"shop": i % 3})
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+        }
+    };
+    let n_plus_one = async {
+        for shop in 0..3 {
+            let list: Vec<Document> = n1_orders
+                .find(doc! {"shop": shop})
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            for o in &list {
+                n1_customers
+                    .find_one(doc! {"_id": o.get_i32("customerId").unwrap()})
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    tokio::join!(clean, n_plus_one);
+    mark("wirelint-w0", None).await;
+    mark("wirelint-w1", None).await;
+    let (status, _) = http_post(admin, "/tests", "{\"tset\": 1}").await;
+    assert_eq!(status, 400, "an unknown key is refused");
+    settled(&proxy).await;
+
+    let report = proxy.report();
+    let n1 = report
+        .findings
+        .iter()
+        .find(|f| f.rule == "WL401")
+        .unwrap_or_else(|| panic!("no N+1: {:#?}", report.findings));
+    let named: Vec<&str> = n1.tests.iter().map(|t| t.test.as_str()).collect();
+    assert_eq!(
+        named,
+        ["tests/orders.test.js > lists orders with customers"]
+    );
+    for f in &report.findings {
+        assert!(
+            f.tests
+                .iter()
+                .all(|t| !t.test.contains("reads one customer")),
+            "the clean test is named on {}: {:?}",
+            f.rule,
+            f.tests
+        );
+    }
+    let tests: Vec<(&str, u64)> = report
+        .tests
+        .iter()
+        .map(|t| (t.id.as_str(), t.operations))
+        .collect();
+    assert_eq!(
+        tests,
+        [
+            ("tests/shop.test.js > reads one customer", 12),
+            ("tests/orders.test.js > lists orders with customers", 27),
+        ]
+    );
+    let text = wirelint::report::table::text(&report);
+    let shown = format!(
+        "shown by tests/orders.test.js > lists orders with customers ({} operations)",
+        n1.tests[0].operations
+    );
+    assert!(text.contains(&shown), "{text}");
+    assert!(n1.tests[0].operations >= 3, "{:?}", n1.tests);
+    let sarif = wirelint::report::sarif::sarif(&report);
+    let result = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["ruleId"] == "WL401")
+        .unwrap();
+    let location = &result["locations"][0]["physicalLocation"];
+    assert_eq!(location["artifactLocation"]["uri"], "tests/orders.test.js");
+    assert_eq!(location["region"]["startLine"], 17);
+    let junit = wirelint::report::junit::junit(&report, wirelint::rules::Severity::Warning);
+    assert!(
+        junit.contains("in tests/orders.test.js &gt; lists orders with customers\" file=\"tests/orders.test.js\" line=\"17\""),
+        "{junit}"
+    );
+    assert!(!junit.contains("reads one customer"), "{junit}");
+    proxy.shutdown().await;
+}
+
+/// `GET /upstream` says, before any test runs, that the database is down,
+/// with the message a client would get.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_check_says_why_the_database_cannot_be_reached() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    let mut settings = common::settings(&format!("mongodb://{dead_addr}/"));
+    settings.admin = Some("127.0.0.1:0".into());
+    let proxy = common::proxy_with(settings).await;
+    let (status, body) = http_get(proxy.admin_addr().unwrap(), "/upstream").await;
+    assert_eq!(status, 503, "{body}");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["ok"], false);
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("cannot connect to upstream") && error.contains(&dead_addr.to_string()),
+        "{error}"
+    );
     proxy.shutdown().await;
 }

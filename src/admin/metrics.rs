@@ -894,6 +894,7 @@ mod tests {
             last_seen: first_seen.into(),
             fix_first: None,
             databases: None,
+            tests: Vec::new(),
         }
     }
 

@@ -9,8 +9,9 @@ use crate::report::Report;
 use crate::stats::Stats;
 use axum::extract::State;
 use axum::http::header;
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,8 @@ pub struct AdminState {
     snapshot: Arc<Mutex<Option<Snapshot>>>,
     /// What the OTLP export sent and lost, when it runs.
     pub otlp: Option<Arc<otlp::Counters>>,
+    /// Asks the upstream a hello (`GET /upstream`), when a proxy runs.
+    pub upstream_check: Option<crate::proxy::UpstreamCheck>,
 }
 
 /// A report and when it was built.
@@ -58,6 +61,7 @@ impl AdminState {
             token,
             snapshot: Arc::default(),
             otlp: None,
+            upstream_check: None,
         }
     }
 
@@ -156,7 +160,7 @@ pub async fn serve(
             });
         }
     });
-    tracing::info!("admin endpoints on http://{local}/ (the dashboard; metrics, findings, patterns, report, healthz)");
+    tracing::info!("admin endpoints on http://{local}/ (the dashboard; metrics, findings, patterns, report, tests, upstream, healthz)");
     Ok(local)
 }
 
@@ -174,6 +178,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/findings", get(findings))
         .route("/patterns", get(patterns))
         .route("/report", get(report))
+        .route("/tests", post(mark_test))
+        .route("/upstream", get(check_upstream))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
@@ -252,6 +258,63 @@ fn same_secret(given: &[u8], secret: &[u8]) -> bool {
         equal &= byte.ct_eq(&secret[i % secret.len()]);
     }
     equal.into()
+}
+
+/// A test runner's integration says which test a worker starts, or that
+/// its test ended (see `analysis::suite`): `{"worker": APP_NAME?, "test":
+/// ID?, "file": PATH?, "line": N?}`. Answered once noted, so the test's
+/// operations, sent after the answer, come after the marker.
+async fn mark_test(State(state): State<AdminState>, body: axum::body::Bytes) -> impl IntoResponse {
+    let at = Instant::now();
+    let marker: crate::analysis::suite::Marker = match serde_json::from_slice(&body) {
+        Ok(m) => m,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "a test marker is a JSON object {{\"worker\": APP_NAME, \"test\": ID, \"file\": PATH, \"line\": N}}, each optional (no test: the worker's test ended): {e}\n"
+                ),
+            )
+        }
+    };
+    let knowledge = state.knowledge.clone();
+    // Off the runtime: the analysis may hold the lock a moment.
+    let noted = tokio::task::spawn_blocking(move || {
+        let mut k = knowledge.lock().unwrap_or_else(|e| e.into_inner());
+        k.suite.mark(&marker, at);
+    })
+    .await;
+    match noted {
+        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the marker could not be noted\n".to_string(),
+        ),
+    }
+}
+
+/// Whether the upstream answers a hello now, asked the way a client's
+/// connection reaches it: `{"ok": true, "host": H}`, or 503 with `{"ok":
+/// false, "error": WHY}`, the message a client would get. A test runner's
+/// integration asks before the first test, so a database that is down
+/// stops the run with this message instead of a test's timeout.
+async fn check_upstream(State(state): State<AdminState>) -> impl IntoResponse {
+    let Some(check) = state.upstream_check.clone() else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(serde_json::json!({"ok": false, "error": "no proxy runs here"})),
+        );
+    };
+    match check.check().await {
+        Ok(host) => (
+            StatusCode::OK,
+            Json(serde_json::json!({"ok": true, "host": host})),
+        ),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"ok": false, "error": error})),
+        ),
+    }
 }
 
 async fn findings(State(state): State<AdminState>) -> impl IntoResponse {

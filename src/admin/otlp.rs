@@ -716,6 +716,7 @@ mod tests {
             last_seen: "t".into(),
             fix_first: None,
             databases: None,
+            tests: Vec::new(),
         };
         let a: std::collections::BTreeMap<_, _> = finding_attributes(&f, Change::Escalated)
             .into_iter()

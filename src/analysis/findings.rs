@@ -4,6 +4,7 @@
 use super::budget::{short_key, shorten, Pool};
 use super::catalogue::RuleMeta;
 use super::hash::fnv1a;
+use super::suite::{count_test, TestCount};
 use super::trace_context::TraceContext;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -66,6 +67,11 @@ pub struct Finding {
     /// built; see `analysis::databases`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub databases: Option<u64>,
+    /// The tests whose operations showed it, most first, when a test
+    /// runner said which test was running (see `analysis::suite`; up to
+    /// 16).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<TestCount>,
 }
 
 impl Finding {
@@ -141,8 +147,8 @@ pub const MAX_FINDINGS: usize = 10_000;
 /// What one finding is charged: its strings are bounded (namespace,
 /// subject and pattern names at `budget::MAX_KEY`, the shape at
 /// `budget::MAX_SHAPE_TEXT`, the message at [`MAX_MESSAGE`], up to 16
-/// patterns), so this covers the largest.
-pub const FINDING_BYTES: usize = 8 << 10;
+/// patterns and 16 test names), so this covers the largest.
+pub const FINDING_BYTES: usize = 16 << 10;
 /// Longest message kept.
 const MAX_MESSAGE: usize = 2048;
 
@@ -186,6 +192,7 @@ impl FindingStore {
         mut draft: FindingDraft,
         now: SystemTime,
         trace: Option<TraceContext>,
+        test: Option<&str>,
     ) -> (Change, Option<&Finding>) {
         let stamp = self.stamp(now);
         // Replaced only when shortened: most are short already.
@@ -212,6 +219,9 @@ impl FindingStore {
                 existing.last_seen = stamp;
                 existing.message = draft.message;
                 existing.evidence = draft.evidence;
+                if let Some(test) = test {
+                    count_test(&mut existing.tests, test);
+                }
                 if let Some(p) = &draft.pattern {
                     let p = short_key(p);
                     if !existing.patterns.iter().any(|e| *e == p) && existing.patterns.len() < 16 {
@@ -268,6 +278,13 @@ impl FindingStore {
                         last_seen: stamp,
                         fix_first: None,
                         databases: None,
+                        tests: test
+                            .map(|t| {
+                                let mut tests = Vec::new();
+                                count_test(&mut tests, t);
+                                tests
+                            })
+                            .unwrap_or_default(),
                     },
                 });
                 (Change::New, Some(&stored.finding))
@@ -371,13 +388,19 @@ mod tests {
         let mut store = FindingStore::default();
         let long = format!("blog.{}", "c".repeat(400));
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let (change, found) = store.record(meta, draft(&long, Severity::Warning, "a"), t0, None);
+        let (change, found) =
+            store.record(meta, draft(&long, Severity::Warning, "a"), t0, None, None);
         assert_eq!(change, Change::New);
         let first = found.unwrap().clone();
         assert!(first.namespace.len() < long.len());
         let later = t0 + Duration::from_millis(1_500);
-        let (change, found) =
-            store.record(meta, draft(&long, Severity::Warning, "bb"), later, None);
+        let (change, found) = store.record(
+            meta,
+            draft(&long, Severity::Warning, "bb"),
+            later,
+            None,
+            None,
+        );
         assert_eq!(change, Change::Repeated);
         let again = found.unwrap();
         assert_eq!(again.occurrences, 2);
@@ -385,7 +408,8 @@ mod tests {
         assert_eq!(again.evidence["n"], serde_json::json!(2));
         assert_eq!(again.first_seen, "2023-11-14T22:13:20Z");
         assert_eq!(again.last_seen, "2023-11-14T22:13:21Z");
-        let (change, found) = store.record(meta, draft(&long, Severity::Error, "c"), later, None);
+        let (change, found) =
+            store.record(meta, draft(&long, Severity::Error, "c"), later, None, None);
         assert_eq!(change, Change::Escalated);
         assert_eq!(found.unwrap().severity, Severity::Error);
         assert_eq!(store.len(), 1);
@@ -414,8 +438,8 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(store.generation(), 0);
-        store.record(meta, draft("db.a", Severity::Warning, "m"), now, a);
-        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None);
+        store.record(meta, draft("db.a", Severity::Warning, "m"), now, a, None);
+        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None, None);
         let g = store.generation();
         assert_eq!(
             seen(&store, 0),
@@ -425,15 +449,15 @@ mod tests {
             ]
         );
         // Repeated: nothing new, the raising trace kept.
-        store.record(meta, draft("db.a", Severity::Warning, "m"), now, b);
+        store.record(meta, draft("db.a", Severity::Warning, "m"), now, b, None);
         assert_eq!((store.generation(), seen(&store, g)), (g, vec![]));
         assert_eq!(seen(&store, 0)[0].2, a);
         // Escalated: seen again, with the escalating operation's trace.
-        store.record(meta, draft("db.a", Severity::Error, "m"), now, b);
+        store.record(meta, draft("db.a", Severity::Error, "m"), now, b, None);
         assert_eq!(seen(&store, g), vec![("db.a".into(), Change::Escalated, b)]);
         let g = store.generation();
         store.retract("WL101", "db.b", "comments");
-        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None);
+        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None, None);
         assert_eq!(seen(&store, g), vec![("db.b".into(), Change::New, None)]);
     }
 
@@ -449,10 +473,16 @@ mod tests {
                 draft(&format!("db.c{i}"), Severity::Warning, "m"),
                 now,
                 None,
+                None,
             );
         }
-        let (change, found) =
-            store.record(meta, draft("db.more", Severity::Warning, "m"), now, None);
+        let (change, found) = store.record(
+            meta,
+            draft("db.more", Severity::Warning, "m"),
+            now,
+            None,
+            None,
+        );
         assert_eq!((change, found.is_none()), (Change::Repeated, true));
         assert_eq!((store.len(), store.dropped), (MAX_FINDINGS, 1));
     }

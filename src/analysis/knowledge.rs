@@ -12,6 +12,7 @@ use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::{NamedBy, PatternTable};
 use super::rule::{Hooks, Rule, RuleContext, RuleSettings};
 use super::shape::Shape;
+use super::suite::{Suite, TestRef};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -31,6 +32,8 @@ pub struct RequestOrigin {
     pub joined: Option<(Arc<str>, NamedBy)>,
     /// The shape of the result it followed, when it followed one.
     pub followed: Option<u64>,
+    /// The test it came from, when a runner said (see `suite`).
+    pub test: Option<TestRef>,
 }
 
 /// The facts a request's shape (and comment) decides, the same for every
@@ -61,6 +64,7 @@ impl RequestOrigin {
             request: None,
             joined: None,
             followed: None,
+            test: None,
         }
     }
 
@@ -90,6 +94,8 @@ pub struct Knowledge {
     /// The logical databases that fold others (see `databases`), and how
     /// names are folded (set before the engines are made).
     pub databases: Databases,
+    /// The tests a runner said were running, and when (see `suite`).
+    pub suite: Suite,
     pub namespaces: Namespaces,
     pub findings: FindingStore,
     pub cursors: Lru<i64, RequestOrigin>,
@@ -114,6 +120,9 @@ pub struct Knowledge {
     /// The trace context of the operation the engine is handling (set and
     /// cleared around it by `Engine`): the rules' findings carry it.
     pub(crate) trace: Option<super::trace_context::TraceContext>,
+    /// The test the operation the engine is handling came from (set and
+    /// cleared around it, as `trace`): the findings count it.
+    pub(crate) test: Option<TestRef>,
     rules: Vec<Box<dyn Rule>>,
     /// Each rule's [`Rule::hooks`], asked once (they never change), none
     /// for a rule the settings disable: a call finds the rules it concerns
@@ -150,6 +159,7 @@ impl Knowledge {
         let pools = Pools::new(caps.memory);
         Knowledge {
             databases: Databases::new(Fold::Auto, &pools.patterns),
+            suite: Suite::new(&pools.findings),
             partition_keys,
             patterns: PatternTable::new(pools.patterns.clone(), pools.shapes.clone()),
             namespaces: Namespaces::new(caps, pools.namespaces.clone(), pools.document_ids.clone()),
@@ -169,6 +179,7 @@ impl Knowledge {
             rule_panics: Default::default(),
             rejected_operations: 0,
             trace: None,
+            test: None,
             hooks: rules
                 .iter()
                 .map(|r| {
@@ -212,6 +223,8 @@ impl Knowledge {
             rule_panics,
             pools,
             trace,
+            test,
+            suite,
             ..
         } = self;
         let mut cx = RuleContext {
@@ -225,6 +238,7 @@ impl Knowledge {
             now: None,
             show_values: *show_values,
             trace: *trace,
+            test: test.map(|t| suite.name(t)),
         };
         for (rule, rule_hooks) in rules.iter_mut().zip(rule_hooks.iter()) {
             if !rule_hooks.meets(hooks) {

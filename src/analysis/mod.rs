@@ -62,6 +62,7 @@ mod sampling;
 mod sensitive;
 pub mod shape;
 mod shard;
+pub mod suite;
 pub mod trace_context;
 mod worker;
 

@@ -89,9 +89,14 @@ pub struct PatternStats {
     /// The W3C trace id of the latest operation that carried one (OP_MSG
     /// payload type 3), to find it in the application's tracing tool.
     pub last_trace_id: Option<TraceId>,
+    /// The tests whose operations it saw, and how many each (see
+    /// `suite`; up to [`MAX_TESTS_PER_PATTERN`]).
+    pub tests: Vec<(super::suite::TestRef, u64)>,
 }
 
 const MAX_SHAPES_PER_PATTERN: usize = 32;
+/// Tests counted per pattern (see `suite`).
+const MAX_TESTS_PER_PATTERN: usize = 8;
 const MAX_NAMESPACES_PER_PATTERN: usize = 16;
 /// Distinct error codes counted per pattern; others are counted under
 /// [`OTHER_ERROR`].
@@ -111,6 +116,7 @@ fn pattern_weight(name: &str) -> usize {
         + MAX_NAMESPACES_PER_PATTERN * (std::mem::size_of::<String>() + MAX_KEY)
         + 2 * MAX_SHAPES_PER_PATTERN * 8
         + MAX_ERROR_CODES * 48
+        + MAX_TESTS_PER_PATTERN * 16
         + ENTRY_OVERHEAD
 }
 
@@ -145,6 +151,7 @@ impl PatternStats {
             errors: BTreeMap::new(),
             partitions: Partitions::default(),
             last_trace_id: None,
+            tests: Vec::new(),
         }
     }
 
@@ -247,6 +254,17 @@ impl PatternTable {
         PatternTable {
             patterns: Lru::in_pool(2_000, patterns, |name, _| pattern_weight(name)),
             shapes: Lru::in_pool(10_000, shapes, shape_weight),
+        }
+    }
+
+    /// Counts an operation of `pattern` that came from `test`.
+    pub fn count_test(&mut self, pattern: &str, test: super::suite::TestRef) {
+        if let Some(stats) = self.patterns.map_get_mut(pattern) {
+            if let Some((_, n)) = stats.tests.iter_mut().find(|(t, _)| *t == test) {
+                *n += 1;
+            } else if stats.tests.len() < MAX_TESTS_PER_PATTERN {
+                stats.tests.push((test, 1));
+            }
         }
     }
 

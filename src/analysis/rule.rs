@@ -270,6 +270,9 @@ pub struct RuleContext<'a> {
     /// sent one: its trace id is added to the evidence of what is reported
     /// about it, and the finding it raises keeps both ids.
     pub trace: Option<super::trace_context::TraceContext>,
+    /// The test that operation came from, when a runner said (see
+    /// `suite`): the finding counts it.
+    pub test: Option<&'a str>,
 }
 
 impl RuleContext<'_> {
@@ -290,6 +293,16 @@ impl RuleContext<'_> {
         }
     }
 
+    /// As [`RuleContext::report`], for an operation that only adds to a
+    /// finding others showed (its own request would not raise it): the
+    /// finding is updated, but the operation's test is not counted among
+    /// the tests that showed it.
+    pub fn report_again(&mut self, meta: &'static RuleMeta, draft: FindingDraft) {
+        let test = self.test.take();
+        self.report(meta, draft);
+        self.test = test;
+    }
+
     pub fn report(&mut self, meta: &'static RuleMeta, mut draft: FindingDraft) {
         if !self.settings.enabled_for(meta.id, &draft.namespace) {
             return;
@@ -304,8 +317,9 @@ impl RuleContext<'_> {
             );
         }
         let now = *self.now.get_or_insert_with(SystemTime::now);
-        if let (change @ (Change::New | Change::Escalated), Some(finding)) =
-            self.findings.record(meta, draft, now, self.trace)
+        if let (change @ (Change::New | Change::Escalated), Some(finding)) = self
+            .findings
+            .record(meta, draft, now, self.trace, self.test)
         {
             self.events.push(FindingEvent {
                 change,

@@ -140,12 +140,13 @@ impl Proxy {
                 knowledge.clone(),
             ));
         }
-        let observed = AdminState::new(
+        let mut observed = AdminState::new(
             stats.clone(),
             knowledge.clone(),
             upstream.clone(),
             settings.admin_token.as_deref().map(Arc::from),
         );
+        observed.upstream_check = Some(forwarder.upstream_check());
         let observed = if settings.otlp.is_some() {
             observed.exporting_otlp()
         } else {

@@ -131,8 +131,26 @@ pub enum StartError {
 /// A running listener and its sessions.
 pub struct Forwarder {
     local_addr: SocketAddr,
+    /// Shared with the sessions (never the sessions' context itself: it
+    /// holds the tap, whose last clone ending stops the analysis).
+    upstream: Arc<Upstream>,
     shutdown: watch::Sender<bool>,
     accept_loop: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Asks the upstream a hello the way a client's connection would reach
+/// it: see [`Forwarder::upstream_check`].
+#[derive(Clone)]
+pub struct UpstreamCheck(Arc<Upstream>);
+
+impl UpstreamCheck {
+    /// The host that answered, or what wirelint would tell a client.
+    pub async fn check(&self) -> Result<String, String> {
+        match self.0.check().await {
+            Ok(host) => Ok(host.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }
 
 impl Forwarder {
@@ -153,11 +171,11 @@ impl Forwarder {
             .map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
         let acceptor = settings.tls.as_ref().map(tls::acceptor).transpose()?;
-        let upstream = Upstream::new(
+        let upstream = Arc::new(Upstream::new(
             settings.upstream.clone(),
             settings.connect_timeout,
             &settings.srv,
-        )?;
+        )?);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let presents_certificate = settings.upstream.tls.certificate_key_file.is_some();
         let refuse_x509 = presents_certificate && !settings.allow_x509_passthrough;
@@ -167,7 +185,7 @@ impl Forwarder {
             tracing::warn!("clients' MONGODB-X509 authentication is forwarded while wirelint presents its own client certificate upstream: every client reaching wirelint can authenticate as that certificate's user (--allow-x509-passthrough)");
         }
         let ctx = Arc::new(SessionContext {
-            upstream,
+            upstream: upstream.clone(),
             tapped: tap.enabled(),
             tap,
             stats,
@@ -205,6 +223,7 @@ impl Forwarder {
         ));
         Ok(Forwarder {
             local_addr,
+            upstream,
             shutdown,
             accept_loop: Some(accept_loop),
         })
@@ -212,6 +231,12 @@ impl Forwarder {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// A handle that asks whether the upstream answers (for the admin
+    /// endpoint a test runner's integration calls before the tests).
+    pub fn upstream_check(&self) -> UpstreamCheck {
+        UpstreamCheck(self.upstream.clone())
     }
 
     /// Stops accepting and lets connections finish what is in flight (up

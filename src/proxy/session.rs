@@ -49,7 +49,7 @@ pub use super::connection::read_frame;
 
 /// What every session needs, shared.
 pub(crate) struct SessionContext {
-    pub upstream: Upstream,
+    pub upstream: Arc<Upstream>,
     pub tap: Arc<dyn Tap>,
     /// `tap.enabled()`, asked once at start instead of per message.
     pub tapped: bool,

@@ -323,6 +323,18 @@ impl Upstream {
         }
     }
 
+    /// Whether the upstream answers a hello now, on a connection of its
+    /// own: the host that answered, or why none did.
+    pub async fn check(&self) -> Result<HostPort, UpstreamError> {
+        let host = if self.follows_primary() {
+            self.find_primary().await?
+        } else {
+            self.uri.hosts[0].clone()
+        };
+        self.probe(&host).await?;
+        Ok(host)
+    }
+
     /// Asks one host `isMaster` on a connection of its own.
     async fn probe(&self, host: &HostPort) -> Result<Probe, UpstreamError> {
         let mut stream = self.connect_to(host).await?;

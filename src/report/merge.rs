@@ -21,6 +21,7 @@
 use super::{
     buckets, group, link, per_invocation, sort_patterns, Latency, PatternReport, Report, Run,
 };
+use crate::analysis::suite::TestCount;
 use crate::rules::Finding;
 use hdrhistogram::Histogram;
 use serde_json::Value;
@@ -136,7 +137,17 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
             .or_insert_with(|| f.clone());
     }
 
+    // Each run's tests: a test run by two workers' proxies adds up.
+    let mut tests: Vec<crate::analysis::suite::TestInfo> = Vec::new();
+    for t in reports.iter().flat_map(|r| &r.tests) {
+        match tests.iter_mut().find(|k| k.id == t.id) {
+            Some(k) => k.operations += t.operations,
+            None => tests.push(t.clone()),
+        }
+    }
+
     Some(Report {
+        tests,
         folded_databases: folded.into_values().collect(),
         schema: super::SCHEMA.to_string(),
         wirelint_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -251,6 +262,18 @@ fn merge_pattern(into: &mut PatternReport, from: &PatternReport) {
     if from.last_trace_id.is_some() {
         into.last_trace_id = from.last_trace_id.clone();
     }
+    add_tests(&mut into.tests, &from.tests);
+}
+
+/// Adds `from`'s test counts to `into`'s, most first.
+fn add_tests(into: &mut Vec<TestCount>, from: &[TestCount]) {
+    for t in from {
+        match into.iter_mut().find(|c| c.test == t.test) {
+            Some(c) => c.operations += t.operations,
+            None => into.push(t.clone()),
+        }
+    }
+    *into = super::most_first(std::mem::take(into));
 }
 
 fn histogram(buckets: &[[u64; 2]]) -> Histogram<u64> {
@@ -296,16 +319,19 @@ fn merge_finding(kept: &mut Finding, other: &Finding) {
     let mut patterns = base.patterns.clone();
     union(&mut patterns, &extra.patterns, MAX_PATTERNS);
     base.patterns = patterns;
+    let mut tests = kept.tests.clone();
+    add_tests(&mut tests, &other.tests);
+    base.tests = tests;
     *kept = base;
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::analysis::patterns::{NamedBy, Partitions};
     use crate::rules::Severity;
 
-    fn report(patterns: Vec<PatternReport>, findings: Vec<Finding>) -> Report {
+    pub(crate) fn report(patterns: Vec<PatternReport>, findings: Vec<Finding>) -> Report {
         Report {
             schema: crate::report::SCHEMA.into(),
             wirelint_version: "0".into(),
@@ -319,6 +345,7 @@ mod tests {
             partition_keys: Default::default(),
             runs: Vec::new(),
             folded_databases: Vec::new(),
+            tests: Vec::new(),
         }
     }
 
@@ -351,10 +378,17 @@ mod tests {
             findings: Vec::new(),
             verdict: "ok".into(),
             last_trace_id: None,
+            tests: Vec::new(),
         }
     }
 
-    fn finding(severity: Severity, occurrences: u64, seen: &str, n: u64, pattern: &str) -> Finding {
+    pub(crate) fn finding(
+        severity: Severity,
+        occurrences: u64,
+        seen: &str,
+        n: u64,
+        pattern: &str,
+    ) -> Finding {
         Finding {
             rule: "WL102".into(),
             name: "large-array".into(),
@@ -374,6 +408,7 @@ mod tests {
             last_seen: seen.into(),
             fix_first: None,
             databases: None,
+            tests: Vec::new(),
         }
     }
 

@@ -8,6 +8,7 @@
 //! changes its number whenever a field changes meaning or disappears.
 
 pub mod diff;
+pub mod junit;
 pub mod live;
 pub mod merge;
 pub mod sarif;
@@ -16,6 +17,7 @@ pub mod table;
 use crate::analysis::budget::Lru;
 use crate::analysis::knowledge::Knowledge;
 use crate::analysis::patterns::{NamedBy, Partitions, ShapeInfo};
+use crate::analysis::suite::{TestCount, TestInfo};
 use crate::rules::{Finding, Severity};
 use crate::stats::StatsSnapshot;
 use serde::{Deserialize, Serialize};
@@ -47,6 +49,11 @@ pub struct Report {
     /// worker (`app_test_*`), with how many each folds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub folded_databases: Vec<crate::analysis::databases::FoldedDatabase>,
+    /// The tests a test runner said were running (its integration tells
+    /// wirelint; see `analysis::suite`), with their file and line where
+    /// known and the operations each sent. Findings and patterns name them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<TestInfo>,
 }
 
 /// One proxy's run inside a merged report.
@@ -213,6 +220,9 @@ pub struct PatternReport {
     /// carried one (drivers with OpenTelemetry on send it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_trace_id: Option<String>,
+    /// The tests whose operations it saw, most first (see `Report::tests`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<TestCount>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -428,8 +438,18 @@ impl Report {
                 findings: Vec::new(),
                 verdict: String::new(),
                 last_trace_id: p.last_trace_id.map(|t| t.to_string()),
+                tests: most_first(
+                    p.tests
+                        .iter()
+                        .map(|(t, n)| TestCount {
+                            test: knowledge.suite.name(*t).to_string(),
+                            operations: *n,
+                        })
+                        .collect(),
+                ),
             })
             .collect();
+        tests_from_patterns(&mut findings, &patterns);
         patterns
             .iter_mut()
             .for_each(PatternReport::set_analysed_share);
@@ -474,6 +494,7 @@ impl Report {
             partition_keys: knowledge.partition_keys.all().clone(),
             runs: Vec::new(),
             folded_databases: knowledge.databases.folded(),
+            tests: knowledge.suite.tests().to_vec(),
         };
         report.counters.set_analysed_share();
         report
@@ -524,6 +545,32 @@ fn natural(s: &str) -> (String, u64, String) {
         .unwrap_or(rest.len());
     let number = rest[..end].parse().unwrap_or(0);
     (head.to_string(), number, rest[end..].to_string())
+}
+
+/// `tests` with the most operations first (then by name).
+pub fn most_first(mut tests: Vec<TestCount>) -> Vec<TestCount> {
+    tests.sort_by(|a, b| b.operations.cmp(&a.operations).then(a.test.cmp(&b.test)));
+    tests
+}
+
+/// A finding no operation of a known test raised (one a rule raises when
+/// it looks over a pattern's calls) names the tests of its patterns.
+fn tests_from_patterns(findings: &mut [Finding], patterns: &[PatternReport]) {
+    for f in findings.iter_mut() {
+        if f.tests.is_empty() {
+            let mut tests: Vec<TestCount> = Vec::new();
+            for p in patterns.iter().filter(|p| f.patterns.contains(&p.name)) {
+                for t in &p.tests {
+                    match tests.iter_mut().find(|c| c.test == t.test) {
+                        Some(c) => c.operations += t.operations,
+                        None => tests.push(t.clone()),
+                    }
+                }
+            }
+            f.tests = tests;
+        }
+        f.tests = most_first(std::mem::take(&mut f.tests));
+    }
 }
 
 pub fn human_micros(us: u64) -> String {

@@ -233,6 +233,9 @@ pub fn text(report: &Report) -> String {
                 let _ = writeln!(out, "    shape:   {}", short(s, 100));
             }
         }
+        if let Some(tests) = tests_line(f) {
+            let _ = writeln!(out, "    shown by {tests}");
+        }
         if let Some(root) = &f.fix_first {
             let _ = writeln!(out, "    follows from {root}: fix that first");
         }
@@ -300,6 +303,9 @@ pub fn markdown(report: &Report) -> String {
         if let Some(s) = &f.shape {
             let _ = writeln!(out, "- shape: `{}`", s.replace('`', "'"));
         }
+        if let Some(tests) = tests_line(f) {
+            let _ = writeln!(out, "- shown by {tests}");
+        }
         let _ = writeln!(
             out,
             "- reported on {} operations, {} – {}",
@@ -312,6 +318,33 @@ pub fn markdown(report: &Report) -> String {
         );
     }
     out
+}
+
+/// Tests named at most in a finding's line (the report lists them all).
+const TESTS_SHOWN: usize = 3;
+
+/// The tests whose operations showed `f`, the first few with their
+/// operations: `test_a (32 operations), test_b (2 operations) and 3 more`.
+pub fn tests_line(f: &Finding) -> Option<String> {
+    if f.tests.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = f
+        .tests
+        .iter()
+        .take(TESTS_SHOWN)
+        .map(|t| {
+            let s = if t.operations == 1 { "" } else { "s" };
+            format!("{} ({} operation{s})", t.test, t.operations)
+        })
+        .collect();
+    let more = f.tests.len().saturating_sub(TESTS_SHOWN);
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    Some(named.join(", ") + &tail)
 }
 
 fn icon(s: Severity) -> &'static str {

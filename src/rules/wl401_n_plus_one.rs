@@ -129,15 +129,22 @@ impl Rule for NPlusOne {
                 f.leading_namespace, op.namespace, f.field, f.source_field
             )
         };
-        cx.report(
-            &META,
-            FindingDraft::about(
-                op,
-                format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field),
-                META.severity,
-                how,
-                evidence,
-            ),
+        let draft = FindingDraft::about(
+            op,
+            format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field),
+            META.severity,
+            how,
+            evidence,
         );
+        // Its own request shows the pattern (many follow-ups, or its
+        // whole list followed), or it only adds to what others showed: a
+        // test that reads one document after a list is not an N+1's test.
+        let shown_here = f.count as f64 >= cx.threshold(&META, op.namespace, "min_follow_ups")
+            || (f.count == f.leading_docs && f.leading_docs >= 2);
+        if shown_here {
+            cx.report(&META, draft);
+        } else {
+            cx.report_again(&META, draft);
+        }
     }
 }

@@ -68,6 +68,9 @@ pub(super) struct ConnState {
     /// The tree it may be walking one parent at a time.
     pub(super) walk: crate::analysis::follow_ups::ParentWalk,
     pub(super) last_activity: Option<Instant>,
+    /// The key of the application name its handshake gave (0: none): the
+    /// test runner's worker it belongs to (see `suite`).
+    pub(super) app: u64,
 }
 
 impl ConnState {

@@ -299,6 +299,17 @@ impl Engine {
                 // Learnt from the reply, if the server accepted it.
                 self.remember(conn, request_id, Pending::new(at, parsed, None, false));
             }
+            // The handshake names the application: a test runner's
+            // parallel workers are told apart by it (see `suite`).
+            Kind::Hello => {
+                let name = cmd
+                    .get_document("client")
+                    .and_then(|c| c.get_document("application").ok())
+                    .and_then(|a| a.get_str("name").ok());
+                if let Some(name) = name {
+                    self.conns.entry(conn).or_default().app = super::suite::worker_key(name);
+                }
+            }
             Kind::KillCursors => {
                 let mut k = lock(&self.knowledge);
                 for id in cmd.killed_cursors() {
@@ -596,7 +607,7 @@ impl Engine {
                         ok: outcome.ok,
                         matched: outcome.reply.and_then(|r| r.n()),
                     };
-                    operation_hooks(&mut k, &done, &stored)
+                    operation_hooks(&mut k, &done, &stored, origin.test)
                 }
                 None => Vec::new(),
             }
@@ -622,10 +633,12 @@ impl Engine {
             walk,
         } = said;
         let (finished, follow_up, context) = self.place(conn, at, cmd, origin);
+        let app = self.conns.get(&conn).map_or(0, |c| c.app);
         let (shape, namespace) = (&origin.shape, &origin.namespace);
         let (pattern, named_by) = (origin.request_pattern(), origin.request_named_by());
-        let (events, partitioning) = {
+        let (events, partitioning, test) = {
             let mut k = lock(&self.knowledge);
+            let test = k.suite.operation_at(app, at);
             for inv in &finished {
                 k.patterns
                     .commit_since(&inv.invocation, inv.counted.as_deref());
@@ -640,6 +653,7 @@ impl Engine {
             let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
             let trace = cmd.trace_id();
             k.trace = cmd.trace_context();
+            k.test = test;
             k.patterns.touch(
                 pattern,
                 named_by,
@@ -649,6 +663,9 @@ impl Engine {
                 partitioning,
                 trace,
             );
+            if let Some(t) = test {
+                k.patterns.count_test(pattern, t);
+            }
             let view = OpView {
                 cmd,
                 namespace,
@@ -663,8 +680,10 @@ impl Engine {
             };
             let events = observe_writes(&mut k, &view, failed, modified);
             k.trace = None;
-            (events, partitioning)
+            k.test = None;
+            (events, partitioning, test)
         };
+        origin.test = test;
         self.emit(events);
         partitioning
     }

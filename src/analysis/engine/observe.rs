@@ -70,8 +70,10 @@ pub(super) fn operation_hooks(
     k: &mut Knowledge,
     done: &CompletedOp<'_>,
     stored: &[Doc<'_>],
+    test: Option<crate::analysis::suite::TestRef>,
 ) -> Vec<FindingEvent> {
     k.trace = done.op.cmd.trace_context();
+    k.test = test;
     let hooks = Hooks::OPERATION.and_if(!stored.is_empty(), Hooks::DOCUMENT);
     let events = k.with_rules(hooks, |rule, cx| {
         for doc in stored {
@@ -80,6 +82,7 @@ pub(super) fn operation_hooks(
         rule.on_operation(done, cx);
     });
     k.trace = None;
+    k.test = None;
     events
 }
 
