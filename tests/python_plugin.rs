@@ -6,7 +6,11 @@
 //! `--wirelint-fail-on warning` though every test passes; without it the
 //! session passes. The terminal summary and the SARIF file are checked,
 //! and a test whose client bypasses wirelint is said to have been seen by
-//! nothing (failing the session when a level to fail on is set).
+//! nothing (failing the session when a level to fail on is set). The
+//! findings name the N+1's test and not the clean ones, in the report, the
+//! summary, SARIF (the test's file and line) and JUnit XML, with one worker
+//! and with two (pytest-xdist); a database that is down stops the session
+//! before its first test, with wirelint's message.
 
 mod common;
 
@@ -52,6 +56,42 @@ fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
     sarif["runs"][0]["results"].as_array().unwrap().clone()
 }
 
+/// The report, the summary, the SARIF result and the JUnit XML of a run
+/// of the example name its N+1 test, and none of its clean tests.
+fn names_the_n_plus_one_test(suite: &Path, out: &str, sarif: &serde_json::Value) {
+    const N_PLUS_ONE: &str = "test_front_page.py::test_front_page_names_every_author";
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(suite.join("wirelint-report.json")).unwrap())
+            .unwrap();
+    let tests: Vec<&str> = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(tests.len(), 4, "every test was told: {tests:?}");
+    let finding = &report["findings"][0];
+    assert_eq!(finding["rule"], "WL401");
+    let named: Vec<&str> = finding["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["test"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, [N_PLUS_ONE]);
+    assert!(out.contains(&format!("shown by {N_PLUS_ONE} (")), "{out}");
+    let location = &sarif["locations"][0]["physicalLocation"];
+    assert_eq!(location["artifactLocation"]["uri"], "test_front_page.py");
+    assert_eq!(location["region"]["startLine"], 8, "the test function's line");
+    let junit = std::fs::read_to_string(suite.join("wirelint-junit.xml")).unwrap();
+    assert!(
+        junit.contains(&format!("in {N_PLUS_ONE}\" file=\"test_front_page.py\" line=\"8\"")),
+        "{junit}"
+    );
+    assert!(junit.contains("failures=\"1\""), "{junit}");
+    assert!(!junit.contains("test_posts.py"), "{junit}");
+}
+
 #[test]
 #[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, wheel, PyPI")]
 fn the_pytest_plugin_fails_the_session_on_an_anti_pattern() {
@@ -73,7 +113,7 @@ fn the_pytest_plugin_fails_the_session_on_an_anti_pattern() {
     assert!(run(Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check"])
         .arg(&wheel)
-        .args(["pytest>=7,<10", "pymongo>=4.6,<5"]))
+        .args(["pytest>=7,<10", "pymongo>=4.6,<5", "pytest-xdist>=3,<4"]))
     .status
     .success());
     // The wheel put the binary in the environment.
@@ -124,6 +164,24 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
         serde_json::from_str(&std::fs::read_to_string(suite.join("wirelint-report.json")).unwrap())
             .unwrap();
     assert_eq!(report["schema"], "wirelint.report/1");
+    names_the_n_plus_one_test(&suite, &out, &results[0]);
+
+    // Two workers (pytest-xdist), one wirelint: the same test is named.
+    let (status, out) = pytest(&venv, &suite, &upstream, &["-n", "2"]);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("4 passed"), "{out}");
+    let results = sarif_results(&suite);
+    assert_eq!(results.len(), 1, "{results:?}");
+    names_the_n_plus_one_test(&suite, &out, &results[0]);
+
+    // The database down: no test runs, and wirelint says why.
+    let (status, out) = pytest(&venv, &suite, "mongodb://127.0.0.1:1/", &[]);
+    assert_eq!(status, 4, "{out}");
+    assert!(
+        out.contains("the database does not answer through wirelint: cannot connect to upstream 127.0.0.1:1"),
+        "{out}"
+    );
+    assert!(!out.contains("passed"), "{out}");
 
     // Without the anti-pattern the session passes, with nothing to report,
     // and leaves nothing in the temporary directory (the report path is

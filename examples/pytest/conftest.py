@@ -1,3 +1,5 @@
+import os
+
 import pymongo
 import pytest
 
@@ -13,7 +15,10 @@ def client(wirelint_uri):
 
 @pytest.fixture
 def db(client):
-    db = client.pytest_example
+    # A database per pytest-xdist worker, so that `pytest -n 2` works too
+    # (wirelint reads `pytest_example_gw0`, `_gw1` as one database).
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    db = client["pytest_example_" + worker if worker else "pytest_example"]
     db.users.drop()
     db.posts.drop()
     return db

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.error
+import urllib.request
 import re
 import shutil
 import signal
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 from urllib.parse import parse_qsl, urlencode
 
-__all__ = ["Proxy", "binary", "client_uri", "worst", "SEVERITIES"]
+__all__ = ["Proxy", "binary", "client_uri", "mark", "with_app_name", "worst", "SEVERITIES"]
 
 #: Severities in increasing order, as reports and ``--fail-on`` spell them.
 SEVERITIES = ("info", "warning", "error")
@@ -47,6 +49,7 @@ _UPSTREAM_ONLY = {
 }
 
 _LISTENING = re.compile(r"connect your application to mongodb://([^/\s]+)/")
+_ADMIN = re.compile(r"admin endpoints on http://([^/\s]+)/")
 
 
 def binary() -> str:
@@ -67,6 +70,14 @@ def binary() -> str:
         "the wirelint binary is not installed: `pip install wirelint` (the wheel carries it), "
         "or set WIRELINT_BINARY to its path"
     )
+
+
+def with_app_name(uri: str, name: str) -> str:
+    """``uri`` with ``appName=name`` added, unless it names an application
+    already: how a test runner's parallel worker is told apart."""
+    if re.search(r"[?&]appname=", uri, re.IGNORECASE):
+        return uri
+    return uri + ("&" if "?" in uri else "?") + "appName=" + name
 
 
 def client_uri(upstream: str, address: str) -> str:
@@ -112,6 +123,9 @@ class Proxy:
         self.startup_timeout = startup_timeout
         self.process: Optional[subprocess.Popen] = None
         self.address: Optional[str] = None
+        #: The admin endpoints' address (``host:port``), where the running
+        #: test is told (:meth:`mark`).
+        self.admin: Optional[str] = None
         self.uri: Optional[str] = None
         self.returncode: Optional[int] = None
 
@@ -128,6 +142,8 @@ class Proxy:
             str(self.report_path),
             "--report-interval",
             "5s",
+            "--admin",
+            "127.0.0.1:0",
         ]
         if self.config:
             command += ["--config", str(self.config)]
@@ -135,12 +151,18 @@ class Proxy:
         self.report_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "wirelint=info,warn")
+        # The admin endpoints serve the test markers on loopback: a token
+        # set for another wirelint would refuse them.
+        env.pop("WIRELINT_ADMIN_TOKEN", None)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            found = _LISTENING.search(self.log())
+            log = self.log()
+            found = _LISTENING.search(log)
             if found:
+                admin = _ADMIN.search(log)
+                self.admin = admin.group(1) if admin else None
                 self.address = found.group(1)
                 self.uri = client_uri(self.upstream, self.address)
                 return self.uri
@@ -149,6 +171,33 @@ class Proxy:
             time.sleep(0.02)
         self.process.kill()
         raise RuntimeError(f"wirelint did not start listening within {self.startup_timeout:.0f} s:\n{self.log()}")
+
+    def check_upstream(self) -> Optional[str]:
+        """Asks wirelint whether the database answers a hello through it:
+        None when it does, else the message a client would get."""
+        if not self.admin:
+            return None
+        try:
+            with urllib.request.urlopen(f"http://{self.admin}/upstream", timeout=60) as answer:
+                json.load(answer)
+                return None
+        except urllib.error.HTTPError as e:
+            try:
+                return json.load(e).get("error") or f"HTTP {e.code}"
+            except ValueError:
+                return f"HTTP {e.code}"
+        except (OSError, ValueError) as e:
+            return f"wirelint's admin endpoint did not answer: {e}"
+
+    def mark(self, test: Optional[str], file: Optional[str] = None, line: Optional[int] = None, worker: Optional[str] = None) -> None:
+        """Tells wirelint which test runs now (``None``: the test ended), so
+        that findings name the tests whose operations showed them.
+        ``worker``: the application name the worker's clients give
+        (:func:`with_app_name`), for parallel workers. Raises OSError when
+        wirelint cannot be told."""
+        if not self.admin:
+            raise OSError("wirelint's admin endpoints are not known")
+        mark(self.admin, test, file=file, line=line, worker=worker)
 
     def log(self) -> str:
         """What wirelint wrote on stderr so far (live findings, warnings)."""
@@ -176,16 +225,18 @@ class Proxy:
         with open(self.report_path, encoding="utf-8") as f:
             return json.load(f)
 
-    def render(self, fmt: str = "text") -> str:
+    def render(self, fmt: str = "text", fail_on: Optional[str] = None) -> str:
         """The report rendered by ``wirelint report --format FMT``
-        (``text``, ``markdown``, ``sarif`` or ``json``)."""
+        (``text``, ``markdown``, ``sarif``, ``junit`` or ``json``);
+        ``fail_on``: the level from which a JUnit test case fails."""
+        level = ["--fail-on", fail_on] if fail_on else []
         out = subprocess.run(
-            [binary(), "report", "--format", fmt, str(self.report_path)],
+            [binary(), "report", "--format", fmt, *level, str(self.report_path)],
             capture_output=True,
             text=True,
             check=False,
         )
-        if out.returncode != 0:
+        if out.returncode not in (0, 3):
             raise RuntimeError(f"wirelint report failed: {out.stderr.strip()}")
         return out.stdout
 
@@ -202,6 +253,22 @@ class Proxy:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def mark(
+    admin: str, test: Optional[str], file: Optional[str] = None, line: Optional[int] = None, worker: Optional[str] = None
+) -> None:
+    """Tells the wirelint whose admin endpoints are at ``admin``
+    (``host:port``) which test runs now: see :meth:`Proxy.mark`."""
+    body = {k: v for k, v in {"worker": worker, "test": test, "file": file, "line": line}.items() if v is not None}
+    request = urllib.request.Request(
+        f"http://{admin}/tests",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        answer.read()
 
 
 def worst(report: dict) -> Optional[str]:

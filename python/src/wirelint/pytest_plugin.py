@@ -17,9 +17,16 @@ Then either
 Without an upstream, ``wirelint_uri`` starts a MongoDB container with
 testcontainers (``pip install testcontainers``) where a Docker engine runs.
 
+Before the first test, wirelint asks the database a hello: a database that
+does not answer stops the session with wirelint's message. Each test is
+told to wirelint as it starts, so findings name the tests whose operations
+showed them. With pytest-xdist, the controller runs the one wirelint and
+each worker's clients are told apart by ``appName=wirelint-gwN``, added to
+the URI the worker hands out.
+
 At the end of the session the findings are printed in the terminal summary,
-the JSON report and SARIF are written where asked, and the session fails
-when a finding reaches ``--wirelint-fail-on``.
+the JSON report, SARIF and JUnit XML are written where asked, and the
+session fails when a finding reaches ``--wirelint-fail-on``.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Optional
 
 import pytest
 
-from . import SEVERITIES, Proxy, worst
+from . import SEVERITIES, Proxy, mark, with_app_name, worst
 
 _KEY = pytest.StashKey["_State"]()
 
@@ -44,6 +51,18 @@ class _State:
         self.error: Optional[str] = None
         #: Whether the suite asked for wirelint and it saw no data operation.
         self.saw_nothing = False
+        #: In a pytest-xdist worker: the controller's wirelint (uri, admin)
+        #: and this worker's application name.
+        self.controller: Optional[dict] = getattr(config, "workerinput", {}).get("wirelint")
+        self.worker: Optional[str] = None
+        if self.controller is not None:
+            self.worker = "wirelint-" + config.workerinput.get("workerid", "gw")
+        #: The test running (its marker is posted when wirelint starts
+        #: during its set-up), and why markers stopped, if they did.
+        self.current: Optional[pytest.Item] = None
+        self.mark_error: Optional[str] = None
+        #: Why the database did not answer through wirelint, if it did not.
+        self.down: Optional[str] = None
 
     def option(self, name: str) -> Optional[str]:
         value = self.config.getoption("wirelint_" + name)
@@ -59,6 +78,10 @@ class _State:
         return os.environ.get(var) if var else None
 
     def start(self) -> str:
+        if self.controller is not None:
+            # A pytest-xdist worker: the controller's wirelint, this
+            # worker's clients named apart.
+            return with_app_name(self.controller["uri"], self.worker)
         if self.proxy:
             return self.proxy.uri
         upstream = self.upstream()
@@ -68,7 +91,41 @@ class _State:
         if self.config.getoption("wirelint_show_values"):
             args.append("--show-values")
         self.proxy = Proxy(upstream, report=self.option("report"), config=self.option("config"), args=args)
-        return self.proxy.start()
+        uri = self.proxy.start()
+        down = self.proxy.check_upstream()
+        if down:
+            self.down = down
+            self.stop()
+            # No test ran: no report of nothing left behind.
+            self.proxy.report_path.unlink(missing_ok=True)
+            pytest.exit(
+                f"wirelint: the database does not answer through wirelint: {down}. No test was run.",
+                returncode=pytest.ExitCode.USAGE_ERROR,
+            )
+        if self.current is not None:
+            self.mark(self.current)
+        return uri
+
+    def admin(self) -> Optional[str]:
+        if self.controller is not None:
+            return self.controller.get("admin")
+        return self.proxy.admin if self.proxy else None
+
+    def mark(self, item: Optional[pytest.Item]) -> None:
+        """Tells wirelint which test this worker runs (None: it ended)."""
+        admin = self.admin()
+        if not admin or self.mark_error:
+            return
+        test = file = line = None
+        if item is not None:
+            test = item.nodeid
+            path, lineno, _ = item.location
+            file, line = path, (lineno + 1 if lineno is not None else None)
+        try:
+            mark(admin, test, file=file, line=line, worker=self.worker)
+        except OSError as e:
+            # Never the tests' problem: findings just name no test.
+            self.mark_error = f"wirelint could not be told which test runs ({e}); findings name no test"
 
     def _container(self) -> str:
         try:
@@ -103,6 +160,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("fail-on", "LEVEL", "fail the session when a finding at or above this level exists: " + ", ".join(SEVERITIES)),
         ("report", "FILE", "write the JSON report here"),
         ("sarif", "FILE", "write the findings as SARIF 2.1.0 here (for code scanning)"),
+        ("junit", "FILE", "write the findings as JUnit XML here (for CI test views), one test case each"),
         ("config", "FILE", "a wirelint.toml (partition keys, rule thresholds)"),
         ("image", "IMAGE", "the MongoDB image testcontainers starts when no upstream is given (default mongo:7.0)"),
     ]
@@ -134,6 +192,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         os.environ[var] = state.start()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist, on the controller: each worker is handed the one
+    wirelint, started now if no variable started it already."""
+    state = node.config.stash[_KEY]
+    if state.proxy is None and not _configured(state):
+        return
+    state.start()
+    node.workerinput["wirelint"] = {"uri": state.proxy.uri, "admin": state.proxy.admin}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    state = item.config.stash[_KEY]
+    state.current = item
+    state.mark(item)
+    try:
+        yield
+    finally:
+        state.current = None
+        state.mark(None)
+
+
 @pytest.fixture(scope="session")
 def wirelint_uri(request: pytest.FixtureRequest) -> str:
     """The connection string to use instead of the database's: wirelint in
@@ -157,6 +238,9 @@ def _configured(state) -> bool:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash[_KEY]
+    if state.controller is not None or state.down:
+        # A pytest-xdist worker (the controller reports), or no test ran.
+        return
     state.stop()
     level = state.option("fail_on")
     if state.report is None:
@@ -175,6 +259,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if sarif:
         with open(sarif, "w", encoding="utf-8") as f:
             f.write(state.proxy.render("sarif"))
+    junit = state.option("junit")
+    if junit:
+        with open(junit, "w", encoding="utf-8") as f:
+            f.write(state.proxy.render("junit", fail_on=level))
     found = worst(state.report)
     if level and found and SEVERITIES.index(found) >= SEVERITIES.index(level):
         state.failed_on = found
@@ -204,7 +292,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if state is None:
         return
     tr = terminalreporter
-    if state.proxy is None and not state.saw_nothing:
+    if (state.proxy is None and not state.saw_nothing) or state.down:
         return
     tr.section("wirelint")
     if state.saw_nothing:
@@ -221,6 +309,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     where = [f"report: {state.proxy.report_path}"]
     if state.option("sarif"):
         where.append(f"SARIF: {state.option('sarif')}")
+    if state.option("junit"):
+        where.append(f"JUnit XML: {state.option('junit')}")
+    if state.mark_error:
+        tr.write_line(f"wirelint: {state.mark_error}", yellow=True)
     tr.write_line(f"wirelint: {len(findings)} finding(s); " + ", ".join(where))
     if state.failed_on:
         tr.write_line(
