@@ -106,8 +106,10 @@ impl Runner {
             // Its own cache, empty at first: with no timings from earlier
             // runs Jest runs the two files in worker processes.
             Runner::Jest => c
-                .args(["--no", "--", "jest", "--cacheDirectory"])
-                .arg(suite.join(".jest-cache")),
+                .args(["--no", "--", "jest", "--maxWorkers=2", "--cacheDirectory"])
+                .arg(suite.join(".jest-cache"))
+                .args(["--json", "--outputFile"])
+                .arg(suite.join("jest-results.json")),
             Runner::Vitest => c.args(["--no", "--", "vitest", "run"]),
         };
         c
@@ -180,7 +182,12 @@ struct Run {
 /// Runs the suite as CI would, with `MONGODB_URI` (unless None) and
 /// `env`; the files a run writes are removed first.
 fn run_suite(runner: Runner, suite: &Path, uri: Option<&str>, env: &[(&str, &str)]) -> Run {
-    for file in ["wirelint.sarif", "wirelint-report.json"] {
+    for file in [
+        "wirelint.sarif",
+        "wirelint-report.json",
+        "wirelint-junit.xml",
+        "jest-results.json",
+    ] {
         let _ = std::fs::remove_file(suite.join(file));
     }
     let mut command = runner.command(suite);
@@ -244,6 +251,55 @@ fn report_namespaces(suite: &Path) -> Vec<String> {
     found
 }
 
+/// The report, the summary, SARIF and JUnit XML of a run with the N+1
+/// name the front page's test (with its file and line), and none of the
+/// post list's tests.
+fn names_the_n_plus_one_test(runner: Runner, suite: &Path, out: &str, sarif: &[serde_json::Value]) {
+    const TITLE: &str = "the front page names every author, newest first";
+    let test = format!("front-page.test.js > {TITLE}");
+    let line = std::fs::read_to_string(suite.join("front-page.test.js"))
+        .unwrap()
+        .lines()
+        .position(|l| l.contains(TITLE))
+        .unwrap()
+        + 1;
+    let report = json(&suite.join("wirelint-report.json"));
+    let tests: Vec<&str> = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(tests.len(), 3, "every test was told: {tests:?}");
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "WL401")
+        .unwrap();
+    let named: Vec<&str> = finding["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["test"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, [test.as_str()], "{}", runner.example());
+    assert!(out.contains(&format!("shown by {test} (")), "{out}");
+    let result = sarif.iter().find(|r| r["ruleId"] == "WL401").unwrap();
+    let location = &result["locations"][0]["physicalLocation"];
+    assert_eq!(location["artifactLocation"]["uri"], "front-page.test.js");
+    assert_eq!(location["region"]["startLine"], line, "the test's line");
+    let junit = std::fs::read_to_string(suite.join("wirelint-junit.xml")).unwrap();
+    assert!(
+        junit.contains(&format!(
+            "in {}\" file=\"front-page.test.js\" line=\"{line}\"",
+            test.replace('>', "&gt;")
+        )),
+        "{junit}"
+    );
+    assert!(!junit.contains("posts.test.js"), "{junit}");
+}
+
 fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     let began = Instant::now();
     let dir = tempfile::tempdir().unwrap();
@@ -293,6 +349,12 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     // repointed MONGODB_URI.
     let seen = report_namespaces(&suite);
     assert!(seen.contains(&front) && seen.contains(&posts), "{seen:?}");
+    names_the_n_plus_one_test(runner, &suite, &r.out, &results);
+    if let Runner::Jest = runner {
+        // The gate tripped, and Jest still wrote its results file.
+        let written = json(&suite.join("jest-results.json"));
+        assert_eq!(written["numPassedTests"], 3, "{written}");
+    }
 
     // An empty WIRELINT_FAIL_ON= switches off package.json's failOn: the
     // N+1 is reported and the run passes.
@@ -379,6 +441,30 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     );
     let r = run_suite(runner, &suite, None, &[]);
     stopped(&r, "no database to run in front of: MONGODB_URI is not set");
+    // The database down: wirelint's message before any test, not a
+    // test's timeout.
+    let r = run_suite(runner, &suite, Some("mongodb://127.0.0.1:1/"), &[]);
+    stopped(
+        &r,
+        "the database does not answer through wirelint: cannot connect to upstream 127.0.0.1:1",
+    );
+    if let Runner::Jest = runner {
+        // The global setup without its teardown would pass saying nothing.
+        let config = suite.join("jest.config.js");
+        let original = std::fs::read_to_string(&config).unwrap();
+        let edited: String = original
+            .lines()
+            .filter(|l| !l.contains("globalTeardown"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&config, edited).unwrap();
+        let r = run_suite(runner, &suite, Some(&uri), &[]);
+        stopped(
+            &r,
+            r#"add globalTeardown: "wirelint/jest/global-teardown" to the Jest configuration"#,
+        );
+        std::fs::write(&config, original).unwrap();
+    }
 
     let manifest = suite.join("package.json");
     let original = std::fs::read_to_string(&manifest).unwrap();
@@ -388,7 +474,7 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     let r = run_suite(runner, &suite, Some(&uri), &[]);
     stopped(
         &r,
-        r#""wirelint": unknown option "fail_on"; the options are env, upstream, failOn, report, sarif, config, image, showValues"#,
+        r#""wirelint": unknown option "fail_on"; the options are env, upstream, failOn, report, sarif, junit, config, image, showValues"#,
     );
     std::fs::write(&manifest, original).unwrap();
 

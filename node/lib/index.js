@@ -13,6 +13,7 @@
 
 const childProcess = require("node:child_process");
 const fs = require("node:fs");
+const http = require("node:http");
 const os = require("node:os");
 const path = require("node:path");
 
@@ -40,6 +41,7 @@ const UPSTREAM_ONLY = new Set([
 ]);
 
 const LISTENING = /connect your application to mongodb:\/\/([^/\s]+)\//;
+const ADMIN = /admin endpoints on http:\/\/([^/\s]+)\//;
 
 /** The bundled executable's path (`native/wirelint` in this package). */
 const BUNDLED = path.join(__dirname, "..", "native", process.platform === "win32" ? "wirelint.exe" : "wirelint");
@@ -112,6 +114,8 @@ class Proxy {
     this.startupTimeout = options.startupTimeout || 30000;
     this.process = null;
     this.address = null;
+    /** The admin endpoints' address (host:port), where the running test is told. */
+    this.admin = null;
     this.uri = null;
     this.exit = null; // { code, signal } once it has ended
     this._exited = null;
@@ -130,6 +134,8 @@ class Proxy {
       this.reportPath,
       "--report-interval",
       "5s",
+      "--admin",
+      "127.0.0.1:0",
     ];
     if (this.config) args.push("--config", this.config);
     args.push(...this.args);
@@ -138,7 +144,8 @@ class Proxy {
     if (!env.RUST_LOG) env.RUST_LOG = "wirelint=info,warn";
     // Every setting is on the command line: none comes from the variables
     // the binary would also read.
-    for (const name of ["WIRELINT_FAIL_ON", "WIRELINT_LISTEN", "WIRELINT_REPORT", "WIRELINT_UPSTREAM", "WIRELINT_CONFIG"]) {
+    // (A token on the admin endpoints would refuse the test markers.)
+    for (const name of ["WIRELINT_FAIL_ON", "WIRELINT_LISTEN", "WIRELINT_REPORT", "WIRELINT_UPSTREAM", "WIRELINT_CONFIG", "WIRELINT_ADMIN", "WIRELINT_ADMIN_TOKEN"]) {
       delete env[name];
     }
     const log = fs.openSync(this.logPath, "w");
@@ -168,8 +175,11 @@ class Proxy {
 
     const deadline = Date.now() + this.startupTimeout;
     while (Date.now() < deadline) {
-      const found = LISTENING.exec(this.log());
+      const text = this.log();
+      const found = LISTENING.exec(text);
       if (found) {
+        const admin = ADMIN.exec(text);
+        this.admin = admin ? admin[1] : null;
         this.address = found[1];
         this.uri = clientUri(this.upstream, this.address);
         return this.uri;
@@ -180,6 +190,25 @@ class Proxy {
     }
     this.process.kill("SIGKILL");
     throw new Error(`wirelint did not start listening within ${Math.round(this.startupTimeout / 1000)} s:\n${this.log()}`);
+  }
+
+  /**
+   * Asks wirelint whether the database answers a hello through it:
+   * resolves to null when it does, else to the message a client would get.
+   */
+  async checkUpstream() {
+    if (!this.admin) return null;
+    try {
+      const { status, body } = await request(this.admin, "GET", "/upstream", null, 60000);
+      if (status === 200) return null;
+      try {
+        return JSON.parse(body).error || `HTTP ${status}`;
+      } catch {
+        return `HTTP ${status}`;
+      }
+    } catch (e) {
+      return `wirelint's admin endpoint did not answer: ${e.message}`;
+    }
   }
 
   /** What wirelint wrote on stderr so far (live findings, warnings). */
@@ -231,21 +260,72 @@ class Proxy {
 
   /**
    * The report rendered by `wirelint report --format FMT` (`text`,
-   * `markdown`, `sarif` or `json`).
+   * `markdown`, `sarif`, `junit` or `json`); `failOn`: the level from which
+   * a JUnit test case fails.
    */
-  render(format = "text") {
-    const out = childProcess.spawnSync(binary(), ["report", "--format", format, this.reportPath], {
+  render(format = "text", failOn = null) {
+    const level = failOn ? ["--fail-on", failOn] : [];
+    const out = childProcess.spawnSync(binary(), ["report", "--format", format, ...level, this.reportPath], {
       encoding: "utf8",
       maxBuffer: 256 * 1024 * 1024,
     });
     if (out.error) throw new Error(`wirelint report failed: ${out.error.message}`);
-    if (out.status !== 0) throw new Error(`wirelint report failed: ${(out.stderr || "").trim()}`);
+    if (out.status !== 0 && out.status !== 3) throw new Error(`wirelint report failed: ${(out.stderr || "").trim()}`);
     return out.stdout;
   }
+}
+
+/** One HTTP request to wirelint's admin endpoints; resolves to {status, body}. */
+function request(admin, method, pathname, body, timeout = 10000) {
+  const [host, port] = [admin.slice(0, admin.lastIndexOf(":")), Number(admin.slice(admin.lastIndexOf(":") + 1))];
+  return new Promise((resolve, reject) => {
+    const data = body === null ? null : Buffer.from(JSON.stringify(body));
+    const req = http.request(
+      {
+        host,
+        port,
+        method,
+        path: pathname,
+        timeout,
+        headers: data ? { "Content-Type": "application/json", "Content-Length": data.length } : {},
+      },
+      (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString("utf8") }));
+        res.on("error", reject);
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`no answer within ${timeout} ms`)));
+    req.on("error", reject);
+    req.end(data || undefined);
+  });
+}
+
+/**
+ * Tells the wirelint whose admin endpoints are at `admin` which test runs
+ * now (`test` null: it ended), so that findings name the tests whose
+ * operations showed them. `worker`: the application name the worker's
+ * clients give (see `withAppName`), for parallel workers.
+ */
+async function mark(admin, { test = null, file = null, line = null, worker = null } = {}) {
+  const body = {};
+  for (const [k, v] of Object.entries({ worker, test, file, line })) if (v !== null && v !== undefined) body[k] = v;
+  const { status, body: text } = await request(admin, "POST", "/tests", body);
+  if (status !== 200) throw new Error(`HTTP ${status}: ${text.trim()}`);
+}
+
+/**
+ * `uri` with `appName=name` added, unless it names an application already:
+ * how a test runner's parallel worker is told apart.
+ */
+function withAppName(uri, name) {
+  if (/[?&]appname=/i.test(uri)) return uri;
+  return `${uri}${uri.includes("?") ? "&" : "?"}appName=${encodeURIComponent(name)}`;
 }
 
 function describeExit(exit) {
   return exit.signal ? `signal ${exit.signal}` : `status ${exit.code}`;
 }
 
-module.exports = { SEVERITIES, Proxy, binary, clientUri, worst };
+module.exports = { SEVERITIES, Proxy, binary, clientUri, mark, withAppName, worst };

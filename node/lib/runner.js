@@ -7,6 +7,7 @@
 const fs = require("node:fs");
 const path = require("node:path");
 const { Proxy, SEVERITIES, worst } = require("./index");
+const tests = require("./tests");
 
 /** The options: their key in package.json's "wirelint" object, their variable. */
 const OPTIONS = [
@@ -15,6 +16,7 @@ const OPTIONS = [
   { key: "failOn", variable: "WIRELINT_FAIL_ON", what: `fail the run when a finding at or above this level exists: ${SEVERITIES.join(", ")}` },
   { key: "report", variable: "WIRELINT_REPORT", what: "write the JSON report here" },
   { key: "sarif", variable: "WIRELINT_SARIF", what: "write the findings as SARIF 2.1.0 here" },
+  { key: "junit", variable: "WIRELINT_JUNIT", what: "write the findings as JUnit XML here (for CI test views), one test case each" },
   { key: "config", variable: "WIRELINT_CONFIG", what: "a wirelint.toml (partition keys, rule thresholds)" },
   { key: "image", variable: "WIRELINT_IMAGE", what: "the MongoDB image started when there is no upstream (default mongo:7.0)" },
   { key: "showValues", variable: "WIRELINT_SHOW_VALUES", what: "let findings carry example values from the traffic (true/false, default false)" },
@@ -109,7 +111,7 @@ function loadOptions(root, env = process.env) {
     sources[key] = source;
   }
   options.env = options.env || "MONGODB_URI";
-  for (const key of ["report", "sarif", "config"]) {
+  for (const key of ["report", "sarif", "junit", "config"]) {
     if (options[key]) options[key] = path.resolve(root, options[key]);
   }
   if (options.config && !fs.existsSync(options.config)) {
@@ -192,8 +194,32 @@ async function start(root) {
     await stopContainer(state);
     throw plain(`wirelint did not start: ${e.message}`);
   }
+  // Before any test: a database that does not answer stops the run with
+  // wirelint's message, not with a test's timeout.
+  const down = await state.proxy.checkUpstream();
+  if (down) {
+    await state.proxy.stop().catch(() => {});
+    // No test ran: no report of nothing left behind.
+    fs.rmSync(state.proxy.reportPath, { force: true });
+    state.proxy.cleanup();
+    await stopContainer(state);
+    restore(state);
+    throw plain(`wirelint: the database does not answer through wirelint: ${down}. No test was run`);
+  }
+  // For the per-file setup in each worker (see tests.js).
+  process.env[tests.ADMIN] = state.proxy.admin || "";
+  process.env[tests.VARIABLE] = options.env;
   globalThis[STATE] = state;
   return state;
+}
+
+/** Puts the suite's variable back as it was, and forgets the workers' hand-off. */
+function restore(state) {
+  const { options } = state;
+  if (state.previous === undefined) delete process.env[options.env];
+  else process.env[options.env] = state.previous;
+  delete process.env[tests.ADMIN];
+  delete process.env[tests.VARIABLE];
 }
 
 async function stopContainer(state) {
@@ -223,8 +249,7 @@ async function finish(state = globalThis[STATE], write = (text) => process.stdou
   if (!state || !state.proxy) return;
   if (globalThis[STATE] === state) delete globalThis[STATE];
   const { options, proxy } = state;
-  if (state.previous === undefined) delete process.env[options.env];
-  else process.env[options.env] = state.previous;
+  restore(state);
   let report;
   try {
     report = await proxy.stop();
@@ -239,12 +264,17 @@ async function finish(state = globalThis[STATE], write = (text) => process.stdou
       fs.mkdirSync(path.dirname(options.sarif), { recursive: true });
       fs.writeFileSync(options.sarif, proxy.render("sarif"));
     }
+    if (options.junit) {
+      fs.mkdirSync(path.dirname(options.junit), { recursive: true });
+      fs.writeFileSync(options.junit, proxy.render("junit", options.failOn || null));
+    }
   } finally {
     // Rendered: nothing left in the temporary directory.
     proxy.cleanup();
   }
   const where = [`report: ${proxy.reportPath}`];
   if (options.sarif) where.push(`SARIF: ${options.sarif}`);
+  if (options.junit) where.push(`JUnit XML: ${options.junit}`);
   const findings = report.findings || [];
   write(`wirelint: ${findings.length} finding(s); ${where.join(", ")}\n`);
   if (((report.counters || {}).operations || 0) === 0) {

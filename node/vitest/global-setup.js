@@ -10,9 +10,15 @@
 
 const runner = require("../lib/runner");
 
+const SETUP = require.resolve("./setup.mjs");
+
 async function setup(project) {
   const root = (project && project.config && project.config.root) || process.cwd();
   const state = await runner.start(root);
+  // Every test file tells wirelint which test runs (the configuration is
+  // handed to the workers after the global setup).
+  const files = project && project.config && project.config.setupFiles;
+  if (Array.isArray(files) && !files.includes(SETUP)) files.push(SETUP);
   return async function teardown() {
     try {
       await runner.finish(state);
