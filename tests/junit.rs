@@ -5,7 +5,13 @@
 //! extension. With the front page resolving each post's author through
 //! `@DocumentReference` the run fails on `wirelint.failOn=warning` though
 //! every test passes; with the authors fetched in one batch it passes. The
-//! printed findings, the SARIF file and a bad option's error are checked.
+//! printed findings, the SARIF file and a bad option's error are checked,
+//! and the findings name the test whose operations showed them (the
+//! report, SARIF at its source line, JUnit XML beside Surefire's). A
+//! Spring context cached by an earlier class without the extension is not
+//! reused by the classes with it; a run whose traffic bypasses wirelint
+//! fails saying so; a database that is down, or a `wirelint.env` variable
+//! that is not set, stops the run before its tests, naming the cause.
 //!
 //! The example's `ContainerFrontPageTest` (`mvn test -Pcontainers`) starts
 //! MongoDB itself with Testcontainers and hands its URI to
@@ -56,6 +62,7 @@ fn maven_test(suite: &Path, args: &[&str]) -> (i32, String) {
     // What a previous run left must not pass for this one's.
     let _ = std::fs::remove_dir_all(suite.join("target/surefire-reports"));
     let _ = std::fs::remove_file(suite.join("target/wirelint.sarif"));
+    let _ = std::fs::remove_file(suite.join("target/wirelint-report.json"));
     let out = run(mvn(suite).arg("test").args(args));
     let text = format!(
         "{}{}",
@@ -82,7 +89,10 @@ fn test_classes(suite: &Path) -> Vec<(String, u32, u32)> {
     for entry in std::fs::read_dir(suite.join("target/surefire-reports")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with("TEST-dev.wirelint.example.") && name.ends_with(".xml") {
+        if name.starts_with("TEST-dev.wirelint.example.")
+            && name.ends_with(".xml")
+            && !name.contains("AaaPlainContextTest")
+        {
             let xml = std::fs::read_to_string(&path).unwrap();
             let count = |a: &str| attribute(&xml, a).parse::<u32>().unwrap();
             classes.push((
@@ -247,6 +257,59 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
         "{report}"
     );
 
+    names_the_n_plus_one_test(&suite, &results);
+
+    // An earlier @SpringBootTest class without the extension builds a
+    // context pointed straight at the database: the classes with the
+    // extension get one of their own (the extension's context customizer
+    // keys them apart; Spring Boot's key does too, by their annotations),
+    // and wirelint still sees the N+1.
+    let plain = suite.join("src/test/java/dev/wirelint/example/blog/AaaPlainContextTest.java");
+    std::fs::write(
+        &plain,
+        "package dev.wirelint.example.blog;\n\n\
+         import static org.assertj.core.api.Assertions.assertThat;\n\n\
+         import org.junit.jupiter.api.Test;\n\
+         import org.springframework.beans.factory.annotation.Autowired;\n\
+         import org.springframework.boot.test.context.SpringBootTest;\n\n\
+         @SpringBootTest\n\
+         class AaaPlainContextTest {\n  @Autowired PostRepository posts;\n\n  \
+         @Test\n  void counts_the_posts() {\n    assertThat(posts.count()).isGreaterThanOrEqualTo(0);\n  }\n}\n",
+    )
+    .unwrap();
+    let direct = format!("-Dspring.mongodb.uri={upstream}");
+    let first = ["-Dsurefire.runOrder=alphabetical", direct.as_str()];
+    let (status, out) = mvn_test(&suite, &upstream, &first);
+    assert_ne!(status, 0, "{out}");
+    assert!(
+        out.contains("WL401 n-plus-one · blog.authors · warning"),
+        "the annotated classes' traffic went through wirelint: {out}"
+    );
+    std::fs::remove_file(&plain).unwrap();
+
+    // Nothing repointed, every client straight at the database: wirelint
+    // saw no data operation, and the run fails saying why.
+    let bypass = ["-Dwirelint.properties=none", direct.as_str()];
+    let (status, out) = mvn_test(&suite, &upstream, &bypass);
+    assert_ne!(status, 0, "{out}");
+    assert!(out.contains("wirelint saw no data operations"), "{out}");
+    assert!(out.contains("a Spring context built before the extension"), "{out}");
+
+    // The database down: no test runs, and wirelint says why.
+    let (status, out) = mvn_test(&suite, "mongodb://127.0.0.1:1/", &[]);
+    assert_ne!(status, 0, "{out}");
+    assert!(
+        out.contains("the database does not answer through wirelint: cannot connect to upstream 127.0.0.1:1"),
+        "{out}"
+    );
+    // wirelint.env naming a variable that is not set: said at once.
+    let (status, out) = maven_test(&suite, &["-Dwirelint.env=WIRELINT_TEST_UNSET_URI"]);
+    assert_ne!(status, 0, "{out}");
+    assert!(
+        out.contains("wirelint.env names WIRELINT_TEST_UNSET_URI, which is not set"),
+        "{out}"
+    );
+
     // The same page with the authors in one findAllById, chosen by a
     // property alone: the run passes, with nothing to report.
     let (status, out) = mvn_test(&suite, &upstream, &["-Dblog.authors=batched"]);
@@ -278,6 +341,54 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
         ),
         "{out}"
     );
+}
+
+/// The report, SARIF and the JUnit XML beside Surefire's name the front
+/// page's N+1 test, with its source file and line, and not the others.
+fn names_the_n_plus_one_test(suite: &Path, sarif: &[serde_json::Value]) {
+    const ID: &str = "[engine:junit-jupiter]/[class:dev.wirelint.example.blog.FrontPageTest]/[method:the_front_page_names_every_author()]";
+    const FILE: &str = "src/test/java/dev/wirelint/example/blog/FrontPageTest.java";
+    let line = std::fs::read_to_string(suite.join(FILE))
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("void the_front_page_names_every_author("))
+        .unwrap()
+        + 1;
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(suite.join("target/wirelint-report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        report["tests"].as_array().unwrap().len(),
+        4,
+        "every test was told: {}",
+        report["tests"]
+    );
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "WL401")
+        .unwrap();
+    let named: Vec<&str> = finding["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["test"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, [ID]);
+    let result = sarif.iter().find(|r| r["ruleId"] == "WL401").unwrap();
+    let location = &result["locations"][0]["physicalLocation"];
+    assert_eq!(location["artifactLocation"]["uri"], FILE);
+    assert_eq!(location["region"]["startLine"], line);
+    let junit =
+        std::fs::read_to_string(suite.join("target/surefire-reports/TEST-wirelint.xml")).unwrap();
+    assert!(
+        junit.contains(&format!("file=\"{FILE}\" line=\"{line}\"")),
+        "{junit}"
+    );
+    assert!(junit.contains("<failure type=\"warning\""), "{junit}");
+    assert!(!junit.contains("PostsTest"), "{junit}");
 }
 
 /// No `wirelint.upstream`: `ContainerFrontPageTest` starts MongoDB with

@@ -40,6 +40,11 @@ final class ClientUri {
    * only concern the way to the database (TLS, replica-set name, SRV) left
    * out.
    */
+  /** {@code uri} with its credentials left out, for messages. */
+  static String redacted(String uri) {
+    return uri.replaceFirst("^(mongodb(?:\\+srv)?://)[^@/]*@", "$1***@");
+  }
+
   static String of(String upstream, String address) {
     Matcher m = URI.matcher(upstream);
     if (!m.matches()) {

@@ -37,6 +37,7 @@ final class Options {
     KNOWN.put("wirelint.failOn", String.join("|", SEVERITIES));
     KNOWN.put("wirelint.report", "FILE");
     KNOWN.put("wirelint.sarif", "FILE");
+    KNOWN.put("wirelint.junit", "FILE");
     KNOWN.put("wirelint.config", "FILE");
     KNOWN.put("wirelint.showValues", "true|false");
     KNOWN.put("wirelint.binary", "FILE");
@@ -50,6 +51,7 @@ final class Options {
   final String failOn;
   final String report;
   final String sarif;
+  final String junit;
   final String config;
   final boolean showValues;
   final String binary;
@@ -68,6 +70,15 @@ final class Options {
     } else if (env != null) {
       upstream = blankToNull(environment.apply(env));
       upstreamSource = "the environment variable " + env + " (wirelint.env)";
+      if (upstream == null && enabled) {
+        // Else the suite falls back to its default database and its tests
+        // time out long after, saying nothing of the variable.
+        throw bad(
+            "wirelint.env names "
+                + env
+                + ", which is not set: set it to the test database's URI (or give wirelint.upstream). No test was"
+                + " run");
+      }
     } else {
       upstream = null;
       upstreamSource = null;
@@ -92,6 +103,7 @@ final class Options {
     }
     report = value(lookup, "wirelint.report");
     sarif = value(lookup, "wirelint.sarif");
+    junit = value(lookup, "wirelint.junit");
     config = value(lookup, "wirelint.config");
     showValues = bool(lookup, "wirelint.showValues", false);
     binary = value(lookup, "wirelint.binary");

@@ -3,6 +3,11 @@ package dev.wirelint.junit5;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -27,6 +32,9 @@ import org.junit.jupiter.api.extension.ExtensionContext;
 final class Session implements ExtensionContext.Store.CloseableResource, AutoCloseable {
   private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(Session.class);
   private static final Pattern LISTENING = Pattern.compile("connect your application to mongodb://([^/\\s]+)/");
+  private static final Pattern ADMIN = Pattern.compile("admin endpoints on http://([^/\\s]+)/");
+  private static final Pattern OPERATIONS = Pattern.compile("· (\\d+) operations ·");
+  private static final Pattern ERROR = Pattern.compile("\"error\"\\s*:\\s*\"((?:[^\"\\\\]|\\\\.)*)\"");
   private static final Pattern FINDINGS = Pattern.compile("· (\\d+) findings?");
   private static final long STARTUP_TIMEOUT_MS = 30_000;
   private static final long STOP_TIMEOUT_MS = 30_000;
@@ -47,6 +55,11 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
   private Process process;
   private String upstream;
   private String uri;
+  /** wirelint's admin endpoints (host:port), where the running test is told. */
+  private String admin;
+  private HttpClient http;
+  /** Why the running test could not be told, once it could not. */
+  private String markError;
   private boolean closed;
 
   private Session(Options options) {
@@ -64,6 +77,17 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
       current = session;
     }
     return session;
+  }
+
+  /** wirelint's URI and the properties pointed at it, while a run's wirelint runs. */
+  record Running(String uri, List<String> properties) {}
+
+  /** The run's wirelint, if one runs now (for Spring's context customizer). */
+  static synchronized Running running() {
+    if (current == null || current.closed || current.uri == null) {
+      return null;
+    }
+    return new Running(current.uri, current.options.repointed());
   }
 
   static synchronized Session current() {
@@ -134,8 +158,13 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
       if (options.showValues) {
         command.add("--show-values");
       }
+      command.add("--admin");
+      command.add("127.0.0.1:0");
       ProcessBuilder builder = new ProcessBuilder(command);
       builder.environment().putIfAbsent("RUST_LOG", "wirelint=info,warn");
+      // The admin endpoints serve the test markers on loopback: a token set
+      // for another wirelint would refuse them.
+      builder.environment().remove("WIRELINT_ADMIN_TOKEN");
       builder.redirectErrorStream(true).redirectOutput(log.toFile()).redirectInput(ProcessBuilder.Redirect.PIPE);
       process = builder.start();
       process.getOutputStream().close();
@@ -154,8 +183,19 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     }
     long deadline = System.currentTimeMillis() + STARTUP_TIMEOUT_MS;
     while (System.currentTimeMillis() < deadline) {
-      Matcher found = LISTENING.matcher(log());
+      String written = log();
+      Matcher found = LISTENING.matcher(written);
       if (found.find()) {
+        Matcher adminAt = ADMIN.matcher(written);
+        admin = adminAt.find() ? adminAt.group(1) : null;
+        http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+        String down = upstreamProblem();
+        if (down != null) {
+          process.destroy();
+          process = null;
+          throw new IllegalStateException(
+              "wirelint: the database does not answer through wirelint: " + down + ". No test was run");
+        }
         this.upstream = upstream;
         uri = ClientUri.of(upstream, found.group(1));
         for (String name : options.repointed()) {
@@ -183,6 +223,123 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     String text = log();
     process = null;
     throw new IllegalStateException("wirelint did not start listening within 30 s:\n" + text);
+  }
+
+  /** Whether the database answers a hello through wirelint: null, else the message a client would get. */
+  private String upstreamProblem() {
+    if (admin == null) {
+      return null;
+    }
+    try {
+      HttpResponse<String> answer =
+          http.send(
+              HttpRequest.newBuilder(URI.create("http://" + admin + "/upstream"))
+                  .timeout(Duration.ofSeconds(60))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      if (answer.statusCode() == 200) {
+        return null;
+      }
+      Matcher error = ERROR.matcher(answer.body());
+      return error.find() ? error.group(1).replace("\\\"", "\"") : "HTTP " + answer.statusCode();
+    } catch (IOException e) {
+      return "wirelint's admin endpoint did not answer: " + e.getMessage();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return "interrupted";
+    }
+  }
+
+  /**
+   * Tells wirelint which test runs now (null: the test ended), so that
+   * findings name the tests whose operations showed them. Tests run one
+   * at a time here: under parallel execution the markers would overlap,
+   * and none is sent.
+   */
+  synchronized void mark(ExtensionContext test) {
+    if (admin == null || markError != null || closed) {
+      return;
+    }
+    if (test != null
+        && test.getConfigurationParameter("junit.jupiter.execution.parallel.enabled").map(Boolean::parseBoolean).orElse(false)) {
+      markError = "tests run in parallel: findings name no test";
+      return;
+    }
+    StringBuilder body = new StringBuilder("{");
+    if (test != null) {
+      body.append("\"test\":").append(json(test.getUniqueId()));
+      String file = test.getTestClass().map(Session::sourceFile).orElse(null);
+      if (file != null) {
+        body.append(",\"file\":").append(json(file));
+        int line = test.getTestMethod().map(m -> lineOf(file, m.getName())).orElse(0);
+        if (line > 0) {
+          body.append(",\"line\":").append(line);
+        }
+      }
+    }
+    body.append("}");
+    try {
+      HttpResponse<String> answer =
+          http.send(
+              HttpRequest.newBuilder(URI.create("http://" + admin + "/tests"))
+                  .timeout(Duration.ofSeconds(10))
+                  .header("Content-Type", "application/json")
+                  .POST(HttpRequest.BodyPublishers.ofString(body.toString()))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      if (answer.statusCode() != 200) {
+        markError = "wirelint could not be told which test runs (HTTP " + answer.statusCode() + "): findings name no test";
+      }
+    } catch (IOException e) {
+      markError = "wirelint could not be told which test runs (" + e.getMessage() + "): findings name no test";
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** The test class's source file by Maven's layout, relative to the project, if it is there. */
+  private static String sourceFile(Class<?> type) {
+    Class<?> top = type;
+    while (top.getEnclosingClass() != null) {
+      top = top.getEnclosingClass();
+    }
+    String path = "src/test/java/" + top.getName().replace('.', '/') + ".java";
+    return Files.isRegularFile(Paths.get(path)) ? path : null;
+  }
+
+  /** The first line of {@code file} that declares a method named {@code method}, or 0. */
+  private static int lineOf(String file, String method) {
+    try {
+      List<String> lines = Files.readAllLines(Paths.get(file), StandardCharsets.UTF_8);
+      Pattern declared = Pattern.compile("\\b" + Pattern.quote(method) + "\\s*\\(");
+      for (int i = 0; i < lines.size(); i++) {
+        if (declared.matcher(lines.get(i)).find() && !lines.get(i).trim().startsWith("//")) {
+          return i + 1;
+        }
+      }
+    } catch (IOException e) {
+      // No line: the file is still named.
+    }
+    return 0;
+  }
+
+  private static String json(String text) {
+    StringBuilder out = new StringBuilder("\"");
+    for (char c : text.toCharArray()) {
+      switch (c) {
+        case '"' -> out.append("\\\"");
+        case '\\' -> out.append("\\\\");
+        case '\n' -> out.append("\\n");
+        default -> {
+          if (c < 0x20) {
+            out.append(String.format("\\u%04x", (int) c));
+          } else {
+            out.append(c);
+          }
+        }
+      }
+    }
+    return out.append('"').toString();
   }
 
   synchronized String uri() {
@@ -282,10 +439,46 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
       }
       where.add("SARIF: " + sarif);
     }
+    Path junit = junitPath();
+    if (junit != null) {
+      List<String> junitArgs = new ArrayList<>(List.of("report", "--format", "junit"));
+      if (options.failOn != null) {
+        junitArgs.add("--fail-on");
+        junitArgs.add(options.failOn);
+      }
+      junitArgs.add(report.toString());
+      Result written = run(junitArgs, junit);
+      if (written.status != 0 && written.status != 3) {
+        throw new IllegalStateException("wirelint report --format junit failed: " + written.stderr);
+      }
+      where.add("JUnit XML: " + junit);
+    }
     Matcher count = FINDINGS.matcher(text.stdout);
     String findings = count.find() ? count.group(1) : "?";
     out.println("wirelint: " + findings + " finding(s); " + String.join(", ", where));
+    if (markError != null) {
+      out.println("wirelint: " + markError);
+    }
     out.flush();
+    Matcher operations = OPERATIONS.matcher(text.stdout);
+    if (operations.find() && operations.group(1).equals("0")) {
+      String message =
+          "wirelint saw no data operations: no test's database traffic went through it, so the findings say nothing"
+              + " about this run. Likely causes: a Spring context built before the extension, pointed straight at"
+              + " the database, and reused by the annotated classes (annotate every @SpringBootTest class with"
+              + " @WirelintTest, or put the extension on a shared base class); a client built from a URI of its own,"
+              + " not the properties wirelint repoints ("
+              + String.join(", ", options.repointed())
+              + "); or no test touches the database.";
+      if (options.failOn != null) {
+        message += " The run fails: wirelint.failOn=" + options.failOn + " is set.";
+        out.println(message);
+        out.flush();
+        throw new WirelintFindingsException(message);
+      }
+      out.println(message);
+      out.flush();
+    }
     if (text.status == 3) {
       String message =
           "wirelint: a finding reached wirelint.failOn="
@@ -295,6 +488,19 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
       out.flush();
       throw new WirelintFindingsException(message);
     }
+  }
+
+  /**
+   * Where the findings go as JUnit XML: wirelint.junit, else beside
+   * Surefire's reports ({@code target/surefire-reports/TEST-wirelint.xml},
+   * what CI test views read) when that directory exists.
+   */
+  private Path junitPath() {
+    if (options.junit != null) {
+      return Paths.get(options.junit).toAbsolutePath();
+    }
+    Path surefire = Paths.get("target", "surefire-reports");
+    return Files.isDirectory(surefire) ? surefire.resolve("TEST-wirelint.xml").toAbsolutePath() : null;
   }
 
   private static final class Result {

@@ -1,6 +1,8 @@
 package dev.wirelint.junit5;
 
+import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
+import org.junit.jupiter.api.extension.BeforeEachCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.TestInstancePreConstructCallback;
 import org.junit.jupiter.api.extension.TestInstanceFactoryContext;
@@ -17,10 +19,13 @@ import org.junit.jupiter.api.extension.TestInstanceFactoryContext;
  * before the class is instantiated, so before Spring loads its context,
  * whatever the order of the extensions. When the engine finishes, wirelint
  * is stopped, its report printed and written, and the run fails when a
- * finding reaches {@code wirelint.failOn}. See {@link Wirelint} for the
- * options and the static helpers.
+ * finding reaches {@code wirelint.failOn}. Before each test wirelint is
+ * told which test runs (its unique id, its source file and line), so that
+ * findings name the tests whose operations showed them. See {@link
+ * Wirelint} for the options and the static helpers.
  */
-public final class WirelintExtension implements BeforeAllCallback, TestInstancePreConstructCallback {
+public final class WirelintExtension
+    implements BeforeAllCallback, TestInstancePreConstructCallback, BeforeEachCallback, AfterEachCallback {
 
   @Override
   public void preConstructTestInstance(TestInstanceFactoryContext factoryContext, ExtensionContext context) {
@@ -32,5 +37,15 @@ public final class WirelintExtension implements BeforeAllCallback, TestInstanceP
   @Override
   public void beforeAll(ExtensionContext context) {
     Session.of(context).startConfigured();
+  }
+
+  @Override
+  public void beforeEach(ExtensionContext context) {
+    Session.of(context).mark(context);
+  }
+
+  @Override
+  public void afterEach(ExtensionContext context) {
+    Session.of(context).mark(null);
   }
 }

@@ -58,4 +58,13 @@ class OptionsTest {
         assertThrows(ExtensionConfigurationException.class, () -> Options.of(Map.of("wirelint.showValues", "yes"), Map.of()));
     assertEquals("wirelint: wirelint.showValues must be true or false, not \"yes\"", e.getMessage());
   }
+
+  @Test
+  void an_unset_variable_named_by_wirelint_env_stops_the_run_naming_it() {
+    ExtensionConfigurationException e =
+        assertThrows(ExtensionConfigurationException.class, () -> Options.of(Map.of("wirelint.env", "MONGODB_URI"), Map.of()));
+    assertTrue(e.getMessage().startsWith("wirelint: wirelint.env names MONGODB_URI, which is not set"), e.getMessage());
+    // Switched off, it stops nothing.
+    Options.of(Map.of("wirelint.env", "MONGODB_URI", "wirelint.enabled", "false"), Map.of());
+  }
 }
