@@ -259,6 +259,35 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
 
     names_the_n_plus_one_test(&suite, &results);
 
+    // The two classes at once (JUnit's parallel execution), each with a
+    // database of its own so that neither empties the other's: the N+1 is
+    // still put on the front page's test, told apart by the commands that
+    // claim their connections for it.
+    let classes = ["FrontPageTest", "PostsTest"]
+        .map(|c| suite.join(format!("src/test/java/dev/wirelint/example/blog/{c}.java")));
+    let originals = classes.clone().map(|f| std::fs::read_to_string(f).unwrap());
+    for (file, text) in classes.iter().zip(&originals) {
+        let name = file.file_stem().unwrap().to_string_lossy().to_lowercase();
+        let own = text.replacen(
+            "@SpringBootTest\n",
+            &format!("@SpringBootTest(properties = \"spring.mongodb.database=blog_{name}\")\n"),
+            1,
+        );
+        assert_ne!(&own, text);
+        std::fs::write(file, own).unwrap();
+    }
+    let parallel = [
+        "-Djunit.jupiter.execution.parallel.enabled=true",
+        "-Djunit.jupiter.execution.parallel.mode.classes.default=concurrent",
+    ];
+    let (status, out) = mvn_test(&suite, &upstream, &parallel);
+    assert_ne!(status, 0, "{out}");
+    assert!(out.contains("WL401 n-plus-one"), "{out}");
+    names_the_n_plus_one_test(&suite, &sarif_results(&suite));
+    for (file, text) in classes.iter().zip(&originals) {
+        std::fs::write(file, text).unwrap();
+    }
+
     // An earlier @SpringBootTest class without the extension builds a
     // context pointed straight at the database: the classes with the
     // extension get one of their own (the extension's context customizer
@@ -293,13 +322,18 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
     let (status, out) = mvn_test(&suite, &upstream, &bypass);
     assert_ne!(status, 0, "{out}");
     assert!(out.contains("wirelint saw no data operations"), "{out}");
-    assert!(out.contains("a Spring context built before the extension"), "{out}");
+    assert!(
+        out.contains("a Spring context built before the extension"),
+        "{out}"
+    );
 
     // The database down: no test runs, and wirelint says why.
     let (status, out) = mvn_test(&suite, "mongodb://127.0.0.1:1/", &[]);
     assert_ne!(status, 0, "{out}");
     assert!(
-        out.contains("the database does not answer through wirelint: cannot connect to upstream 127.0.0.1:1"),
+        out.contains(
+            "the database does not answer through wirelint: cannot connect to upstream 127.0.0.1:1"
+        ),
         "{out}"
     );
     // wirelint.env naming a variable that is not set: said at once.

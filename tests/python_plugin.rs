@@ -82,10 +82,15 @@ fn names_the_n_plus_one_test(suite: &Path, out: &str, sarif: &serde_json::Value)
     assert!(out.contains(&format!("shown by {N_PLUS_ONE} (")), "{out}");
     let location = &sarif["locations"][0]["physicalLocation"];
     assert_eq!(location["artifactLocation"]["uri"], "test_front_page.py");
-    assert_eq!(location["region"]["startLine"], 8, "the test function's line");
+    assert_eq!(
+        location["region"]["startLine"], 8,
+        "the test function's line"
+    );
     let junit = std::fs::read_to_string(suite.join("wirelint-junit.xml")).unwrap();
     assert!(
-        junit.contains(&format!("in {N_PLUS_ONE}\" file=\"test_front_page.py\" line=\"8\"")),
+        junit.contains(&format!(
+            "in {N_PLUS_ONE}\" file=\"test_front_page.py\" line=\"8\""
+        )),
         "{junit}"
     );
     assert!(junit.contains("failures=\"1\""), "{junit}");
@@ -178,7 +183,9 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
     let (status, out) = pytest(&venv, &suite, "mongodb://127.0.0.1:1/", &[]);
     assert_eq!(status, 4, "{out}");
     assert!(
-        out.contains("the database does not answer through wirelint: cannot connect to upstream 127.0.0.1:1"),
+        out.contains(
+            "the database does not answer through wirelint: cannot connect to upstream 127.0.0.1:1"
+        ),
         "{out}"
     );
     assert!(!out.contains("passed"), "{out}");

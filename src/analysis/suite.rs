@@ -12,7 +12,15 @@
 //!
 //! Markers are kept per worker in the order they came, so an analysis that
 //! runs behind the traffic still puts each operation with the test that
-//! was running when its request arrived. The findings and patterns count
+//! was running when its request arrived.
+//!
+//! Where tests run at once in one process on one client (JUnit's parallel
+//! execution), no worker name tells them apart. There the integration
+//! watches the driver's commands instead: when a connection is about to
+//! serve another test than its last, it claims the request it is about to
+//! send (`request_id`, the message header's requestID), before sending
+//! it. The connection that sends that request then belongs to that test
+//! until its next claim. The findings and patterns count
 //! the tests whose operations showed them; the report lists the tests, with
 //! their file and line where the runner knows them (SARIF points there).
 
@@ -68,6 +76,10 @@ pub struct Marker {
     pub file: Option<String>,
     #[serde(default)]
     pub line: Option<u32>,
+    /// A claim: the connection that sends the request with this requestID
+    /// serves `test` from that request on.
+    #[serde(default)]
+    pub request_id: Option<i32>,
 }
 
 /// The tests the runner named and each worker's markers.
@@ -78,10 +90,16 @@ pub struct Suite {
     /// markers in the order they came: when, and the test that started
     /// (none: ended).
     workers: HashMap<u64, VecDeque<(Instant, Option<TestRef>)>>,
+    /// Claims not matched yet: requestID → test, oldest first.
+    claims: HashMap<i32, TestRef>,
+    claim_order: VecDeque<i32>,
     /// Markers and tests that did not fit.
     pub dropped: u64,
     charge: Charge,
 }
+
+/// Claims kept unmatched at most (the oldest go first).
+const MAX_CLAIMS: usize = 16_384;
 
 /// The key of a worker's application name (0 is the default worker).
 pub fn worker_key(app_name: &str) -> u64 {
@@ -94,8 +112,10 @@ impl Suite {
             tests: Vec::new(),
             by_id: HashMap::new(),
             workers: HashMap::new(),
+            claims: HashMap::new(),
+            claim_order: VecDeque::new(),
             dropped: 0,
-            charge: Charge::new(pool, 0),
+            charge: Charge::new(pool, MAX_CLAIMS * 24),
         }
     }
 
@@ -107,6 +127,32 @@ impl Suite {
     /// Notes `marker`, received at `at`, before the operations it precedes.
     pub fn mark(&mut self, marker: &Marker, at: Instant) {
         let key = marker.worker.as_deref().map_or(0, worker_key);
+        if let Some(request_id) = marker.request_id {
+            let Some(test) = marker
+                .test
+                .as_deref()
+                .and_then(|id| self.test_ref(id, marker))
+            else {
+                self.dropped += 1;
+                return;
+            };
+            // The order may name claims matched since (they are skipped).
+            while self.claims.len() >= MAX_CLAIMS {
+                match self.claim_order.pop_front() {
+                    Some(oldest) => {
+                        self.claims.remove(&oldest);
+                    }
+                    None => break,
+                }
+            }
+            self.claims.insert(request_id, test);
+            self.claim_order.push_back(request_id);
+            if self.claim_order.len() > 2 * MAX_CLAIMS {
+                let claims = &self.claims;
+                self.claim_order.retain(|r| claims.contains_key(r));
+            }
+            return;
+        }
         let test = match &marker.test {
             Some(id) => match self.test_ref(id, marker) {
                 Some(t) => Some(t),
@@ -156,6 +202,20 @@ impl Suite {
             operations: 0,
         });
         Some(t)
+    }
+
+    /// The test a claim gives the connection sending `request_id`, if one
+    /// does (taken: a claim is matched once).
+    pub fn claimed(&mut self, request_id: i32) -> Option<TestRef> {
+        if self.claims.is_empty() {
+            return None;
+        }
+        self.claims.remove(&request_id)
+    }
+
+    /// Counts one more operation of `test` (a connection's claimed test).
+    pub fn count(&mut self, test: TestRef) {
+        self.tests[test as usize].operations += 1;
     }
 
     /// The test that was running on worker `app` (its key; 0: none named)
@@ -216,7 +276,34 @@ mod tests {
             test: test.map(str::to_string),
             file: Some("tests/test_shop.py".into()),
             line: Some(12),
+            request_id: None,
         }
+    }
+
+    #[test]
+    fn a_claim_gives_its_request_a_test_once() {
+        let pool = Pool::unbounded("t");
+        let mut s = Suite::new(&pool);
+        let claim = |id: i32, test: &str| Marker {
+            request_id: Some(id),
+            ..marker(None, Some(test))
+        };
+        s.mark(&claim(41, "OrdersTest#nPlusOne"), Instant::now());
+        s.mark(&claim(42, "PostsTest#clean"), Instant::now());
+        assert_eq!(s.claimed(7), None);
+        assert_eq!(
+            s.claimed(41).map(|t| s.name(t)),
+            Some("OrdersTest#nPlusOne")
+        );
+        assert_eq!(s.claimed(41), None, "matched once");
+        assert_eq!(s.claimed(42).map(|t| s.name(t)), Some("PostsTest#clean"));
+        // A claim is no marker: a worker's operations stay unattributed.
+        assert_eq!(s.operation_at(0, Instant::now()), None);
+        for i in 0..(MAX_CLAIMS as i32 + 5) {
+            s.mark(&claim(1000 + i, "t"), Instant::now());
+        }
+        assert_eq!(s.claims.len(), MAX_CLAIMS);
+        assert_eq!(s.claimed(1000), None, "the oldest went first");
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub(super) struct ConnState {
     /// The key of the application name its handshake gave (0: none): the
     /// test runner's worker it belongs to (see `suite`).
     pub(super) app: u64,
+    /// The test a runner claimed it for (see `suite`), until its next claim.
+    pub(super) claimed: Option<crate::analysis::suite::TestRef>,
 }
 
 impl ConnState {

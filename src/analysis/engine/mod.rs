@@ -117,6 +117,9 @@ struct ReplySaid<'a> {
     failed: &'a [usize],
     modified: Option<i64>,
     walk: Option<&'a follow_ups::WalkStep>,
+    /// The request's requestID (a test runner may have claimed it: see
+    /// `suite`).
+    request_id: Option<i32>,
 }
 
 /// The documents a reply returns: a cursor's batch, or a findAndModify's
@@ -549,6 +552,8 @@ impl Engine {
                 failed: &failed,
                 modified,
                 walk,
+                request_id: wire::Header::parse(pending.request.borrow_owner())
+                    .map(|h| h.request_id),
             };
             origin.partitioning = self.learn(conn, pending.at, cmd, origin, said);
         }
@@ -631,14 +636,27 @@ impl Engine {
             failed,
             modified,
             walk,
+            request_id,
         } = said;
         let (finished, follow_up, context) = self.place(conn, at, cmd, origin);
-        let app = self.conns.get(&conn).map_or(0, |c| c.app);
+        let (app, held) = self
+            .conns
+            .get(&conn)
+            .map_or((0, None), |c| (c.app, c.claimed));
         let (shape, namespace) = (&origin.shape, &origin.namespace);
         let (pattern, named_by) = (origin.request_pattern(), origin.request_named_by());
-        let (events, partitioning, test) = {
+        let (events, partitioning, test, claimed) = {
             let mut k = lock(&self.knowledge);
-            let test = k.suite.operation_at(app, at);
+            // A connection claimed for a test (see `suite`) serves it until
+            // its next claim; else the test running on its worker.
+            let claimed = request_id.and_then(|r| k.suite.claimed(r));
+            let test = match claimed.or(held) {
+                Some(t) => {
+                    k.suite.count(t);
+                    Some(t)
+                }
+                None => k.suite.operation_at(app, at),
+            };
             for inv in &finished {
                 k.patterns
                     .commit_since(&inv.invocation, inv.counted.as_deref());
@@ -681,9 +699,14 @@ impl Engine {
             let events = observe_writes(&mut k, &view, failed, modified);
             k.trace = None;
             k.test = None;
-            (events, partitioning, test)
+            (events, partitioning, test, claimed)
         };
         origin.test = test;
+        if claimed.is_some() {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.claimed = claimed;
+            }
+        }
         self.emit(events);
         partitioning
     }

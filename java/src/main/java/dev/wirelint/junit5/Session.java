@@ -59,8 +59,8 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
   private String admin;
   private HttpClient http;
   /** Why the running test could not be told, once it could not. */
-  private String markError;
-  private boolean closed;
+  private volatile String markError;
+  private volatile boolean closed;
 
   private Session(Options options) {
     this.options = options;
@@ -88,6 +88,11 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
       return null;
     }
     return new Running(current.uri, current.options.repointed());
+  }
+
+  /** The run's session, or null when none runs. */
+  static synchronized Session currentOrNull() {
+    return current == null || current.closed ? null : current;
   }
 
   static synchronized Session current() {
@@ -250,41 +255,66 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     }
   }
 
+  /** A test as wirelint is told of it: its unique id, its source file and the line of its method. */
+  record TestInfo(String id, String file, int line) {
+    static TestInfo of(ExtensionContext test) {
+      String file = test.getTestClass().map(Session::sourceFile).orElse(null);
+      int line = file == null ? 0 : test.getTestMethod().map(m -> lineOf(file, m.getName())).orElse(0);
+      return new TestInfo(test.getUniqueId(), file, line);
+    }
+
+    /** The JSON members saying it. */
+    String members() {
+      StringBuilder out = new StringBuilder("\"test\":").append(json(id));
+      if (file != null) {
+        out.append(",\"file\":").append(json(file));
+      }
+      if (line > 0) {
+        out.append(",\"line\":").append(line);
+      }
+      return out.toString();
+    }
+  }
+
   /**
    * Tells wirelint which test runs now (null: the test ended), so that
-   * findings name the tests whose operations showed them. Tests run one
-   * at a time here: under parallel execution the markers would overlap,
-   * and none is sent.
+   * findings name the tests whose operations showed them. Under parallel
+   * execution tests overlap on one client: the test is kept for its thread
+   * instead, and the driver's commands claim their connection for it
+   * ({@link CommandClaims}, installed in a Spring context).
    */
-  synchronized void mark(ExtensionContext test) {
-    if (admin == null || markError != null || closed) {
+  void mark(ExtensionContext test) {
+    if (admin == null || closed) {
       return;
     }
-    if (test != null
-        && test.getConfigurationParameter("junit.jupiter.execution.parallel.enabled").map(Boolean::parseBoolean).orElse(false)) {
-      markError = "tests run in parallel: findings name no test";
+    boolean parallel =
+        test != null
+            && test.getConfigurationParameter("junit.jupiter.execution.parallel.enabled")
+                .map(Boolean::parseBoolean)
+                .orElse(false);
+    if (parallel) {
+      CommandClaims.running(test == null ? null : TestInfo.of(test));
       return;
     }
-    StringBuilder body = new StringBuilder("{");
-    if (test != null) {
-      body.append("\"test\":").append(json(test.getUniqueId()));
-      String file = test.getTestClass().map(Session::sourceFile).orElse(null);
-      if (file != null) {
-        body.append(",\"file\":").append(json(file));
-        int line = test.getTestMethod().map(m -> lineOf(file, m.getName())).orElse(0);
-        if (line > 0) {
-          body.append(",\"line\":").append(line);
-        }
-      }
+    post("{" + (test == null ? "" : TestInfo.of(test).members()) + "}");
+  }
+
+  /** Claims the connection sending request {@code requestId} for {@code test}, before it is sent. */
+  void claim(int requestId, TestInfo test) {
+    post("{\"request_id\":" + requestId + "," + test.members() + "}");
+  }
+
+  private void post(String body) {
+    if (markError != null) {
+      return;
     }
-    body.append("}");
     try {
       HttpResponse<String> answer =
           http.send(
               HttpRequest.newBuilder(URI.create("http://" + admin + "/tests"))
                   .timeout(Duration.ofSeconds(10))
                   .header("Content-Type", "application/json")
-                  .POST(HttpRequest.BodyPublishers.ofString(body.toString()))
+                  .POST(HttpRequest.BodyPublishers.ofString(body))
                   .build(),
               HttpResponse.BodyHandlers.ofString());
       if (answer.statusCode() != 200) {

@@ -1,5 +1,6 @@
 package dev.wirelint.junit5;
 
+import java.lang.reflect.Proxy;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -28,7 +29,9 @@ import org.springframework.test.context.MergedContextConfiguration;
  * without it. (Spring Boot's own key often tells such classes apart by
  * their annotations already; a plain Spring test's does not.) When the context is built, a repointed property that does
  * not hold wirelint's URI (set by the test's own configuration) is an
- * error naming the property and the class.
+ * error naming the property and the class. The customizer also adds
+ * {@link CommandClaims} to the client Spring Boot builds, which tells
+ * tests running in parallel apart.
  */
 public final class WirelintContextCustomizerFactory implements ContextCustomizerFactory {
 
@@ -63,6 +66,53 @@ public final class WirelintContextCustomizerFactory implements ContextCustomizer
     @Override
     public void customizeContext(ConfigurableApplicationContext context, MergedContextConfiguration merged) {
       check(testClass, context.getEnvironment(), Session.running());
+      installClaims(context);
+    }
+
+    /**
+     * Adds {@link CommandClaims} to the client Spring Boot builds, through a
+     * {@code MongoClientSettingsBuilderCustomizer} bean (Spring Boot 4's or
+     * 3's, whichever is there; none without Spring Boot's MongoDB support).
+     */
+    static void installClaims(ConfigurableApplicationContext context) {
+      ClassLoader loader = context.getClassLoader() != null ? context.getClassLoader() : CommandClaims.class.getClassLoader();
+      Object listener = CommandClaims.listener(loader);
+      Class<?> customizerType =
+          firstPresent(
+              loader,
+              "org.springframework.boot.mongodb.autoconfigure.MongoClientSettingsBuilderCustomizer",
+              "org.springframework.boot.autoconfigure.mongo.MongoClientSettingsBuilderCustomizer");
+      if (listener == null || customizerType == null) {
+        return;
+      }
+      Class<?> listenerType = listener.getClass().getInterfaces()[0];
+      Object customizer =
+          Proxy.newProxyInstance(
+              loader,
+              new Class<?>[] {customizerType},
+              (proxy, method, args) ->
+                  switch (method.getName()) {
+                    case "customize" -> {
+                      args[0].getClass().getMethod("addCommandListener", listenerType).invoke(args[0], listener);
+                      yield null;
+                    }
+                    case "equals" -> proxy == args[0];
+                    case "hashCode" -> System.identityHashCode(proxy);
+                    case "toString" -> "wirelint command claims";
+                    default -> null;
+                  });
+      context.getBeanFactory().registerSingleton("wirelintCommandClaims", customizer);
+    }
+
+    private static Class<?> firstPresent(ClassLoader loader, String... names) {
+      for (String name : names) {
+        try {
+          return Class.forName(name, false, loader);
+        } catch (ClassNotFoundException e) {
+          // The other Spring Boot's.
+        }
+      }
+      return null;
     }
 
     /** Fails when a repointed property of the context's environment is not wirelint's URI. */
