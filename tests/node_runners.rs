@@ -611,3 +611,96 @@ fn without_a_uri_testcontainers_starts_mongodb() {
         r.out
     );
 }
+
+/// Watch mode runs again after a run whose findings tripped the gate, and
+/// prints the findings for each run (`jest --watchAll`: its global setup
+/// and teardown run for each run; `vitest watch`: wirelint runs for the
+/// whole watch, and the findings so far are printed after each run).
+/// Runners watch only on a terminal: `script` gives them one.
+fn watch_runs_again_after_a_tripped_gate(runner: Runner) {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = prepare(runner, dir.path(), &[]);
+    let out = suite.join("watch.out");
+    let (command, gate) = match runner {
+        Runner::Jest => (
+            "npx --no -- jest --watchAll",
+            "reached failOn warning: the run fails",
+        ),
+        Runner::Vitest => (
+            "npx --no -- vitest watch",
+            "(watch mode: the run would fail)",
+        ),
+    };
+    let mut watch = Command::new("script");
+    watch
+        .args(["-qfec", command])
+        .arg(&out)
+        .current_dir(&suite)
+        .env("MONGODB_URI", Backend::shared().uri())
+        .env_remove("WIRELINT_BINARY")
+        .env_remove("CI")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = watch.spawn().unwrap();
+    // The runs whose findings were printed, told apart by their reports'
+    // time stamps (the terminal is redrawn: a run's text may come twice).
+    let runs = || {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if !text.contains(gate) {
+            return 0;
+        }
+        let mut stamps: Vec<String> = text
+            .match_indices("wirelint report · ")
+            .map(|(i, m)| text[i + m.len()..].chars().take(20).collect())
+            .collect();
+        stamps.sort();
+        stamps.dedup();
+        stamps.len()
+    };
+    let waited = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if runs() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    };
+    let first = waited(1);
+    // A second apart, so that the next report's time stamp differs.
+    std::thread::sleep(Duration::from_millis(1100));
+    let test = suite.join("front-page.test.js");
+    let text = std::fs::read_to_string(&test).unwrap();
+    std::fs::write(&test, text + "\n").unwrap();
+    let second = first && waited(2);
+    let _ = child.kill();
+    let _ = child.wait();
+    // What the runner left of its workers and of wirelint ends with it.
+    let _ = Command::new("pkill")
+        .arg("-f")
+        .arg(suite.as_os_str())
+        .status();
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(first, "the first run's findings were not printed: {text}");
+    assert!(second, "no second run after the gate tripped: {text}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "e2e"),
+    ignore = "e2e: needs FerretDB, npm registry, release binary"
+)]
+fn jest_watch_runs_again_after_a_tripped_gate() {
+    watch_runs_again_after_a_tripped_gate(Runner::Jest);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "e2e"),
+    ignore = "e2e: needs FerretDB, npm registry, release binary"
+)]
+fn vitest_watch_prints_the_findings_of_each_run() {
+    watch_runs_again_after_a_tripped_gate(Runner::Vitest);
+}

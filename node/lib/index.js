@@ -261,11 +261,11 @@ class Proxy {
   /**
    * The report rendered by `wirelint report --format FMT` (`text`,
    * `markdown`, `sarif`, `junit` or `json`); `failOn`: the level from which
-   * a JUnit test case fails.
+   * a JUnit test case fails; `file`: another report than this proxy's.
    */
-  render(format = "text", failOn = null) {
+  render(format = "text", failOn = null, file = null) {
     const level = failOn ? ["--fail-on", failOn] : [];
-    const out = childProcess.spawnSync(binary(), ["report", "--format", format, ...level, this.reportPath], {
+    const out = childProcess.spawnSync(binary(), ["report", "--format", format, ...level, file || this.reportPath], {
       encoding: "utf8",
       maxBuffer: 256 * 1024 * 1024,
     });
@@ -328,4 +328,4 @@ function describeExit(exit) {
   return exit.signal ? `signal ${exit.signal}` : `status ${exit.code}`;
 }
 
-module.exports = { SEVERITIES, Proxy, binary, clientUri, mark, withAppName, worst };
+module.exports = { SEVERITIES, Proxy, binary, clientUri, mark, request, withAppName, worst };

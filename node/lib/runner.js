@@ -6,7 +6,7 @@
 
 const fs = require("node:fs");
 const path = require("node:path");
-const { Proxy, SEVERITIES, worst } = require("./index");
+const { Proxy, SEVERITIES, request, worst } = require("./index");
 const tests = require("./tests");
 
 /** The options: their key in package.json's "wirelint" object, their variable. */
@@ -288,4 +288,22 @@ async function finish(state = globalThis[STATE], write = (text) => process.stdou
   }
 }
 
-module.exports = { OPTIONS, UsageError, FindingsError, loadOptions, start, finish };
+/**
+ * Prints the findings so far, read live from the running wirelint (watch
+ * modes: after each run, with the gate's verdict; nothing stops).
+ */
+async function live(state = globalThis[STATE], write = (text) => process.stdout.write(text)) {
+  if (!state || !state.proxy || !state.proxy.admin) return;
+  const { options, proxy } = state;
+  const { status, body } = await request(proxy.admin, "GET", "/report", null, 30000);
+  if (status !== 200) throw new Error(`the live report: HTTP ${status}`);
+  const file = path.join(proxy.dir, "live-report.json");
+  fs.writeFileSync(file, body);
+  write(`\n── wirelint (since the watch started) ──\n${proxy.render("text", null, file)}`);
+  const found = worst(JSON.parse(body));
+  if (options.failOn && found && SEVERITIES.indexOf(found) >= SEVERITIES.indexOf(options.failOn)) {
+    write(`wirelint: a finding of severity ${found} reached failOn ${options.failOn} (watch mode: the run would fail)\n`);
+  }
+}
+
+module.exports = { OPTIONS, UsageError, FindingsError, loadOptions, start, finish, live };
