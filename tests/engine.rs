@@ -1719,3 +1719,80 @@ fn requests_after_the_same_context_reads_are_named_by_their_own_work() {
     assert!(tokens <= 10, "{:?}", run.patterns);
     assert!(run.rules.is_empty(), "{:?}", run.rules);
 }
+
+/// The handshake's application name tells a test runner's workers apart
+/// (see `analysis::suite`): it stays with its connection across the sweep
+/// of idle connections that may come before the first operation, and a
+/// claimed request gives its connection to a test until its next claim.
+#[test]
+fn operations_go_to_the_test_of_their_worker_or_their_claim() {
+    use wirelint::analysis::suite::Marker;
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let at = |ms: u64| t + Duration::from_millis(ms);
+    let mark = |worker: &str, test: Option<&str>, request_id: Option<i32>, when: Instant| {
+        let marker = Marker {
+            worker: Some(worker.to_string()),
+            test: test.map(str::to_string),
+            request_id,
+            ..Marker::default()
+        };
+        k.lock().unwrap().suite.mark(&marker, when);
+    };
+    let hello =
+        rawdoc! {"hello": 1, "client": {"application": {"name": "wirelint-gw1"}}, "$db": "admin"};
+    e.message(
+        1,
+        Direction::Request,
+        at(0),
+        Bytes::from(encode(1, 0, 0, hello.as_bytes(), &[])),
+    );
+    let ok = rawdoc! {"ok": 1.0};
+    e.message(
+        1,
+        Direction::Reply,
+        at(0),
+        Bytes::from(encode(2, 1, 0, ok.as_bytes(), &[])),
+    );
+    // A sweep of idle connections between the handshake and the first
+    // operation.
+    e.tick(at(1000));
+    let later = at(2000);
+    mark("wirelint-gw1", Some("test_orders"), None, later);
+    let find = rawdoc! {"find": "orders", "filter": {"shop": 1}, "$db": "d"};
+    round_trip_at(
+        &mut e,
+        1,
+        10,
+        &find,
+        batch(2),
+        later + Duration::from_millis(1),
+    );
+    // Connection 2 has no name: a claim on its request 20 gives it a test.
+    mark("anything", Some("test_claimed"), Some(20), later);
+    round_trip_at(
+        &mut e,
+        2,
+        20,
+        &find,
+        batch(2),
+        later + Duration::from_millis(2),
+    );
+    round_trip_at(
+        &mut e,
+        2,
+        21,
+        &find,
+        batch(2),
+        later + Duration::from_millis(3),
+    );
+    let k = k.lock().unwrap();
+    let ops: Vec<(&str, u64)> = k
+        .suite
+        .tests()
+        .iter()
+        .map(|t| (t.id.as_str(), t.operations))
+        .collect();
+    assert_eq!(ops, [("test_orders", 1), ("test_claimed", 2)]);
+}

@@ -91,6 +91,18 @@ impl Runner {
         }
     }
 
+    /// One of this runner's suites at a time: they share its example's
+    /// databases (the tests of this file run on parallel threads).
+    fn alone(self) -> std::sync::MutexGuard<'static, ()> {
+        static JEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        static VITEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let lock = match self {
+            Runner::Jest => &JEST,
+            Runner::Vitest => &VITEST,
+        };
+        lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The database of the front page's test file (`posts.test.js` uses
     /// this name with `_posts`).
     fn db(self) -> &'static str {
@@ -301,6 +313,7 @@ fn names_the_n_plus_one_test(runner: Runner, suite: &Path, out: &str, sarif: &[s
 }
 
 fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
+    let _alone = runner.alone();
     let began = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let suite = prepare(runner, dir.path(), &[]);
@@ -618,6 +631,7 @@ fn without_a_uri_testcontainers_starts_mongodb() {
 /// whole watch, and the findings so far are printed after each run).
 /// Runners watch only on a terminal: `script` gives them one.
 fn watch_runs_again_after_a_tripped_gate(runner: Runner) {
+    let _alone = runner.alone();
     let dir = tempfile::tempdir().unwrap();
     let suite = prepare(runner, dir.path(), &[]);
     let out = suite.join("watch.out");

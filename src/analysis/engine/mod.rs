@@ -310,7 +310,12 @@ impl Engine {
                     .and_then(|c| c.get_document("application").ok())
                     .and_then(|a| a.get_str("name").ok());
                 if let Some(name) = name {
-                    self.conns.entry(conn).or_default().app = super::suite::worker_key(name);
+                    let state = self.conns.entry(conn).or_default();
+                    state.app = super::suite::worker_key(name);
+                    // Active: else the next sweep of idle connections
+                    // (`forget_stale`) drops the name before the first
+                    // operation comes.
+                    state.last_activity = Some(at);
                 }
             }
             Kind::KillCursors => {
