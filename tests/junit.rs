@@ -392,29 +392,13 @@ fn names_the_n_plus_one_test(suite: &Path, sarif: &[serde_json::Value]) {
         &std::fs::read_to_string(suite.join("target/wirelint-report.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(
-        report["tests"].as_array().unwrap().len(),
-        4,
-        "every test was told: {}",
-        report["tests"]
-    );
-    let finding = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "WL401")
-        .unwrap();
-    let named: Vec<&str> = finding["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["test"].as_str().unwrap())
-        .collect();
+    let (tests, named) = common::report_tests(&report, "WL401");
+    assert_eq!(tests.len(), 4, "every test was told: {tests:?}");
     assert_eq!(named, [ID]);
-    let result = sarif.iter().find(|r| r["ruleId"] == "WL401").unwrap();
-    let location = &result["locations"][0]["physicalLocation"];
-    assert_eq!(location["artifactLocation"]["uri"], FILE);
-    assert_eq!(location["region"]["startLine"], line);
+    assert_eq!(
+        common::sarif_location(sarif, "WL401"),
+        (FILE.to_string(), line as u64)
+    );
     let junit =
         std::fs::read_to_string(suite.join("target/surefire-reports/TEST-wirelint.xml")).unwrap();
     assert!(

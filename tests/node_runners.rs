@@ -276,31 +276,15 @@ fn names_the_n_plus_one_test(runner: Runner, suite: &Path, out: &str, sarif: &[s
         .unwrap()
         + 1;
     let report = json(&suite.join("wirelint-report.json"));
-    let tests: Vec<&str> = report["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect();
+    let (tests, named) = common::report_tests(&report, "WL401");
     assert_eq!(tests.len(), 3, "every test was told: {tests:?}");
-    let finding = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "WL401")
-        .unwrap();
-    let named: Vec<&str> = finding["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["test"].as_str().unwrap())
-        .collect();
     assert_eq!(named, [test.as_str()], "{}", runner.example());
     assert!(out.contains(&format!("shown by {test} (")), "{out}");
-    let result = sarif.iter().find(|r| r["ruleId"] == "WL401").unwrap();
-    let location = &result["locations"][0]["physicalLocation"];
-    assert_eq!(location["artifactLocation"]["uri"], "front-page.test.js");
-    assert_eq!(location["region"]["startLine"], line, "the test's line");
+    assert_eq!(
+        common::sarif_location(sarif, "WL401"),
+        ("front-page.test.js".to_string(), line as u64),
+        "the test's line"
+    );
     let junit = std::fs::read_to_string(suite.join("wirelint-junit.xml")).unwrap();
     assert!(
         junit.contains(&format!(

@@ -58,32 +58,19 @@ fn sarif_results(suite: &Path) -> Vec<serde_json::Value> {
 
 /// The report, the summary, the SARIF result and the JUnit XML of a run
 /// of the example name its N+1 test, and none of its clean tests.
-fn names_the_n_plus_one_test(suite: &Path, out: &str, sarif: &serde_json::Value) {
+fn names_the_n_plus_one_test(suite: &Path, out: &str, sarif: &[serde_json::Value]) {
     const N_PLUS_ONE: &str = "test_front_page.py::test_front_page_names_every_author";
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(suite.join("wirelint-report.json")).unwrap())
             .unwrap();
-    let tests: Vec<&str> = report["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect();
+    assert_eq!(report["findings"][0]["rule"], "WL401");
+    let (tests, named) = common::report_tests(&report, "WL401");
     assert_eq!(tests.len(), 4, "every test was told: {tests:?}");
-    let finding = &report["findings"][0];
-    assert_eq!(finding["rule"], "WL401");
-    let named: Vec<&str> = finding["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["test"].as_str().unwrap())
-        .collect();
     assert_eq!(named, [N_PLUS_ONE]);
     assert!(out.contains(&format!("shown by {N_PLUS_ONE} (")), "{out}");
-    let location = &sarif["locations"][0]["physicalLocation"];
-    assert_eq!(location["artifactLocation"]["uri"], "test_front_page.py");
     assert_eq!(
-        location["region"]["startLine"], 8,
+        common::sarif_location(sarif, "WL401"),
+        ("test_front_page.py".to_string(), 8),
         "the test function's line"
     );
     let junit = std::fs::read_to_string(suite.join("wirelint-junit.xml")).unwrap();
@@ -169,7 +156,7 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
         serde_json::from_str(&std::fs::read_to_string(suite.join("wirelint-report.json")).unwrap())
             .unwrap();
     assert_eq!(report["schema"], "wirelint.report/1");
-    names_the_n_plus_one_test(&suite, &out, &results[0]);
+    names_the_n_plus_one_test(&suite, &out, &results);
 
     // Two workers (pytest-xdist), one wirelint: the same test is named.
     let (status, out) = pytest(&venv, &suite, &upstream, &["-n", "2"]);
@@ -177,7 +164,7 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
     assert!(out.contains("4 passed"), "{out}");
     let results = sarif_results(&suite);
     assert_eq!(results.len(), 1, "{results:?}");
-    names_the_n_plus_one_test(&suite, &out, &results[0]);
+    names_the_n_plus_one_test(&suite, &out, &results);
 
     // The database down: no test runs, and wirelint says why.
     let (status, out) = pytest(&venv, &suite, "mongodb://127.0.0.1:1/", &[]);

@@ -762,3 +762,42 @@ impl<R: tokio::io::AsyncRead + Unpin> Frames<R> {
         }
     }
 }
+
+/// A JSON report's tests as a test runner named them: every test it said
+/// was running (`tests[].id`), and the tests the finding of `rule` names
+/// (`findings[].tests[].test`). Panics when there is no such finding.
+pub fn report_tests(report: &serde_json::Value, rule: &str) -> (Vec<String>, Vec<String>) {
+    let strings = |list: &serde_json::Value, key: &str| -> Vec<String> {
+        list.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t[key].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let finding = report["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["rule"] == rule))
+        .unwrap_or_else(|| panic!("no {rule} finding: {report}"));
+    (
+        strings(&report["tests"], "id"),
+        strings(&finding["tests"], "test"),
+    )
+}
+
+/// The file and line the SARIF result of `rule` is located at.
+pub fn sarif_location(results: &[serde_json::Value], rule: &str) -> (String, u64) {
+    let result = results
+        .iter()
+        .find(|r| r["ruleId"] == rule)
+        .unwrap_or_else(|| panic!("no {rule} result: {results:?}"));
+    let location = &result["locations"][0]["physicalLocation"];
+    (
+        location["artifactLocation"]["uri"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        location["region"]["startLine"].as_u64().unwrap_or(0),
+    )
+}
