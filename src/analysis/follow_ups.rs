@@ -29,8 +29,8 @@
 use super::budget::short_key;
 use super::command::{Command, Kind, Reply};
 use super::knowledge::RequestOrigin;
-use super::namespaces::value_hash;
-use crate::wire::Message;
+use super::namespaces::{element_hash, value_hash};
+use crate::wire::{bson_walk, Message};
 use bson::{RawBsonRef, RawDocument};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -374,30 +374,49 @@ impl ListRead {
         }
     }
 
-    /// Hashes one listed document's values (left unsorted).
+    /// Hashes one listed document's values (left unsorted), on the raw
+    /// bytes: a value is hashed from its encoding, never decoded, and one
+    /// of a type no query links by is skipped by its length.
     fn index(&mut self, doc: &RawDocument, index: u32) {
-        for (k, v) in doc.iter().flatten() {
-            match v {
-                RawBsonRef::Array(a) => {
-                    for e in a.into_iter().flatten().take(ARRAY_ELEMENTS) {
-                        self.keep(k.as_str(), e, index);
+        let mut path = String::new();
+        for e in bson_walk::elements(doc.as_bytes()).map_while(Result::ok) {
+            let Some(key) = bson_walk::utf8(e.key) else {
+                continue;
+            };
+            match e.element_type {
+                0x04 => {
+                    for e in bson_walk::elements(e.value)
+                        .map_while(Result::ok)
+                        .take(ARRAY_ELEMENTS)
+                    {
+                        self.keep(key, &e, index);
                     }
                 }
                 // One level down: a DBRef's `$id`, `author: {id, name}`.
-                RawBsonRef::Document(d) => {
-                    for (sub, e) in d.iter().flatten() {
-                        self.keep(&format!("{}.{}", k.as_str(), sub.as_str()), e, index);
+                0x03 => {
+                    for sub in bson_walk::elements(e.value).map_while(Result::ok) {
+                        let Some(sub_key) = bson_walk::utf8(sub.key) else {
+                            continue;
+                        };
+                        path.clear();
+                        path.push_str(key);
+                        path.push('.');
+                        path.push_str(sub_key);
+                        self.keep(&path, &sub, index);
                     }
                 }
-                v => self.keep(k.as_str(), v, index),
+                _ => self.keep(key, &e, index),
             }
         }
     }
 
-    fn keep(&mut self, field: &str, v: RawBsonRef<'_>, doc: u32) {
-        if !linkable(v) || self.values.len() >= MAX_LEAD_VALUES {
+    fn keep(&mut self, field: &str, e: &bson_walk::Element<'_>, doc: u32) {
+        if !linkable_type(e) || self.values.len() >= MAX_LEAD_VALUES {
             return;
         }
+        let Some(hash) = element_hash(e) else {
+            return;
+        };
         let field = short_key(field);
         let index = match self.fields.iter().position(|f| *f == field) {
             Some(i) => i,
@@ -407,7 +426,7 @@ impl ListRead {
             }
             None => return,
         };
-        self.values.push((value_hash(v), index as u8, doc));
+        self.values.push((hash, index as u8, doc));
     }
 
     /// Where a value was in the list: its (hash, field, document) entries.
@@ -600,6 +619,24 @@ fn linkable(v: RawBsonRef<'_>) -> bool {
             | RawBsonRef::MaxKey
             | RawBsonRef::String("")
     )
+}
+
+/// The longest string a result's values are linked by: ids, keys, slugs,
+/// names, e-mail addresses and URLs are shorter.
+const MAX_LINKED_STRING: usize = 256;
+
+/// [`linkable`] of a walked element: a scalar a query can ask for (the
+/// types [`element_hash`] hashes as [`value_hash`] does; the others are
+/// never the value of a reference).
+fn linkable_type(e: &bson_walk::Element<'_>) -> bool {
+    match e.element_type {
+        // Not an empty string (4 bytes of length and the terminating
+        // zero), nor one longer than a reference is: a body or a
+        // description is skipped by its length, never hashed.
+        0x02 => e.value.len() > 5 && e.value.len() <= MAX_LINKED_STRING + 5,
+        0x01 | 0x05 | 0x07 | 0x09 | 0x10 | 0x12 => true,
+        _ => false,
+    }
 }
 
 /// An ObjectId or a UUID: values two collections never share by chance.
@@ -987,6 +1024,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!((o.source_field.as_str(), o.count), ("tagIds", 2));
+    }
+
+    /// Values are read from the raw bytes: strings in embedded documents
+    /// link by their dotted path, and a string longer than a reference
+    /// (a body) is never indexed.
+    #[test]
+    fn embedded_strings_link_and_bodies_are_skipped() {
+        let long = "k".repeat(MAX_LINKED_STRING + 1);
+        let docs = [
+            rawdoc! {"_id": 1, "author": {"userId": "ada"}, "keyId": long.clone()},
+            rawdoc! {"_id": 2, "author": {"userId": "bob"}, "keyId": "short"},
+        ];
+        let mut l = list_read(&docs);
+        let a = per_element(&mut l, "blog.users", &rawdoc! {"userId": "ada"}).unwrap();
+        assert_eq!(a.source_field, "author.userId");
+        assert!(per_element(&mut l, "blog.keys", &rawdoc! {"keyId": long}).is_none());
+        let s = per_element(&mut l, "blog.keys", &rawdoc! {"keyId": "short"}).unwrap();
+        assert_eq!(s.source_field, "keyId");
     }
 
     #[test]

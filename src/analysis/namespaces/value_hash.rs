@@ -41,7 +41,9 @@ pub(super) fn hash_of_id(doc: &RawDocument, e: &bson_walk::Element<'_>) -> Optio
 /// decodes first, which the caller hands to bson.
 pub fn element_hash(e: &bson_walk::Element<'_>) -> Option<u64> {
     let bytes = match e.element_type {
-        0x02 => e.as_str()?.as_bytes(),
+        // The string's bytes, not validated as UTF-8: a string bson would
+        // refuse hashes apart from every string it accepts all the same.
+        0x02 if e.value.len() >= 5 => &e.value[4..e.value.len() - 1],
         0x01 | 0x03 | 0x04 | 0x07 | 0x09 | 0x10 | 0x12 => e.value,
         // Binary (not the old subtype 2, which nests a second length).
         0x05 if e.value.get(4).is_some_and(|s| *s != 0x02) => &e.value[5..],
