@@ -56,6 +56,22 @@ wirelint report merge shard-1.json shard-2.json -o all.json && wirelint report a
     )]
     Report(ReportArgs),
 
+    /// Analyse packet captures (tcpdump, Wireshark, `wirelint proxy --capture`) as the proxy analyses live traffic.
+    #[command(
+        long_about = "Analyse packet captures of MongoDB traffic: pcap or pcapng files from tcpdump, \
+Wireshark or `wirelint proxy --capture`. Connections are reassembled from their TCP segments \
+(retransmissions, segments out of order, gaps and a short snaplen are handled and accounted for) and \
+their messages analysed by the same rules, with the same config file, as `wirelint proxy`. The report \
+is printed like `wirelint report` prints one; --report also writes it as JSON for `report`, `diff` \
+and `report merge`. TLS connections cannot be read and are named as such: capture between wirelint \
+and the server, or where the traffic is not encrypted.",
+        after_help = "Examples:\n  sudo tcpdump -i any -s 0 -w app.pcap 'tcp port 27017'   (then stop it with Ctrl-C)\n  \
+wirelint analyse app.pcap\n  \
+wirelint analyse app.pcap --server-port 27018 --config wirelint.toml --fail-on warning\n  \
+wirelint analyse a.pcapng b.pcapng --format sarif > wirelint.sarif"
+    )]
+    Analyse(AnalyseArgs),
+
     /// Compare two reports pattern by pattern (round trips, latency, partitions, findings).
     Diff {
         /// The report before the change.
@@ -91,6 +107,31 @@ pub struct ReportArgs {
     /// Exit with status 3 when a finding at or above this severity is in the report.
     #[arg(long, value_enum)]
     pub fail_on: Option<Level>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AnalyseArgs {
+    /// The captures (pcap or pcapng, gzipped or not), read one after another as one run.
+    #[arg(required = true, num_args = 1.., value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// A server port: TCP traffic to it is a request, from it a reply (repeat, or separate with commas) [default: 27017,10255].
+    #[arg(long = "server-port", value_name = "PORT", value_delimiter = ',')]
+    pub server_ports: Vec<u16>,
+    /// A wirelint.toml: its [collections.*] partition keys, [rules.*] settings and [limits] apply as they do to `wirelint proxy`.
+    #[arg(long, env = "WIRELINT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Also write the JSON report here (for `wirelint report`, `diff` and `report merge`).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Output format, as for `wirelint report`.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
+    /// Exit with status 3 when a finding at or above this severity is found.
+    #[arg(long, value_enum)]
+    pub fail_on: Option<Level>,
+    /// Show literal values in findings (off by default: values stay private).
+    #[arg(long)]
+    pub show_values: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -148,6 +189,10 @@ pub fn main() -> i32 {
     crate::analysis::install_panic_hook();
     match &cli.command {
         Command::Report(args) => report_command(args),
+        Command::Analyse(args) => {
+            init_logging(cli.log_format.unwrap_or(LogFormat::Text));
+            analyse_command(args)
+        }
         Command::Diff { before, after } => match (Report::load(before), Report::load(after)) {
             (Ok(a), Ok(b)) => emit(&crate::report::diff::diff(&a, &b), 0),
             (Err(e), _) | (_, Err(e)) => {
@@ -341,25 +386,110 @@ fn report_command(args: &ReportArgs) -> i32 {
             return 2;
         }
     };
-    let text = match args.format {
-        ReportFormat::Text => crate::report::table::text(&report),
-        ReportFormat::Markdown => crate::report::table::markdown(&report),
+    let (text, status) = formatted(&report, args.format, args.fail_on);
+    emit(&text, status)
+}
+
+/// `report` in `format`, and the exit status `fail_on` gives it.
+fn formatted(report: &Report, format: ReportFormat, fail_on: Option<Level>) -> (String, i32) {
+    let text = match format {
+        ReportFormat::Text => crate::report::table::text(report),
+        ReportFormat::Markdown => crate::report::table::markdown(report),
         ReportFormat::Sarif => {
-            serde_json::to_string_pretty(&crate::report::sarif::sarif(&report)).unwrap_or_default()
+            serde_json::to_string_pretty(&crate::report::sarif::sarif(report)).unwrap_or_default()
                 + "\n"
         }
         ReportFormat::Junit => crate::report::junit::junit(
-            &report,
-            args.fail_on
-                .map_or(crate::rules::Severity::Warning, |l| l.severity()),
+            report,
+            fail_on.map_or(crate::rules::Severity::Warning, |l| l.severity()),
         ),
-        ReportFormat::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+        ReportFormat::Json => serde_json::to_string_pretty(report).unwrap_or_default() + "\n",
     };
-    let status = match (args.fail_on, report.worst()) {
+    let status = match (fail_on, report.worst()) {
         (Some(level), Some(worst)) if worst >= level.severity() => 3,
         _ => 0,
     };
+    (text, status)
+}
+
+fn analyse_command(args: &AnalyseArgs) -> i32 {
+    // The config file is read as `wirelint proxy` reads it (no upstream
+    // is needed: nothing is forwarded).
+    let proxy_args = ProxyArgs {
+        upstream: Some("mongodb://127.0.0.1:27017".into()),
+        config: args.config.clone(),
+        show_values: args.show_values,
+        ..Default::default()
+    };
+    let settings = match proxy_args.settings() {
+        Ok((settings, _, _)) => settings,
+        Err(e) => {
+            eprintln!("wirelint: {e}");
+            return 2;
+        }
+    };
+    let mut reader = crate::capture::ReaderSettings::default();
+    if !args.server_ports.is_empty() {
+        reader.server_ports = args.server_ports.clone();
+    }
+    let began = std::time::Instant::now();
+    let size: u64 = args
+        .files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum();
+    let analysed = match crate::app::offline::analyse(&settings, &args.files, reader) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("wirelint: {e:#}");
+            return 2;
+        }
+    };
+    let took = began.elapsed().as_secs_f64();
+    let a = &analysed.account;
+    eprintln!(
+        "wirelint: read {} capture{} ({:.1} MB in {took:.2} s, {:.1} MB/s): {} packets, {} connections, {} requests, {} replies",
+        a.captures,
+        if a.captures == 1 { "" } else { "s" },
+        size as f64 / 1e6,
+        size as f64 / 1e6 / took.max(1e-9),
+        a.packets,
+        a.connections,
+        a.requests,
+        a.replies,
+    );
+    for line in a.describe() {
+        eprintln!("wirelint: {line}");
+    }
+    if a.requests == 0 {
+        eprintln!(
+            "wirelint: no MongoDB requests were found: is the server on port {}? (set it with --server-port)",
+            settings_ports(args)
+        );
+    }
+    if let Some(path) = &args.report {
+        if let Err(e) = analysed.report.write(path) {
+            eprintln!("wirelint: cannot write {}: {e}", path.display());
+            return 1;
+        }
+    }
+    let (text, status) = formatted(&analysed.report, args.format, args.fail_on);
     emit(&text, status)
+}
+
+/// The server ports `analyse` read, for messages.
+fn settings_ports(args: &AnalyseArgs) -> String {
+    let ports: Vec<u16> = if args.server_ports.is_empty() {
+        crate::capture::DEFAULT_SERVER_PORTS.to_vec()
+    } else {
+        args.server_ports.clone()
+    };
+    ports
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {

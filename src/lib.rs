@@ -47,6 +47,7 @@
 pub mod admin;
 pub mod analysis;
 pub mod app;
+pub mod capture;
 pub mod cli;
 pub mod config;
 #[doc(hidden)]

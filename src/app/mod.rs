@@ -17,14 +17,16 @@
 //! wirelint in-process, read its address, counters and findings, and shut it
 //! down.
 
+pub mod offline;
 mod partition_key_discovery;
 
 use crate::admin::AdminState;
 use crate::analysis::knowledge::Knowledge;
 use crate::analysis::partition::PartitionKeys;
 use crate::analysis::{AnalysisQueue, AnalysisWorkers};
+use crate::capture::CaptureTap;
 use crate::config::ProxySettings;
-use crate::proxy::Forwarder;
+use crate::proxy::{Forwarder, Tap};
 use crate::report::Report;
 use crate::rules::Finding;
 use crate::stats::{Stats, StatsSnapshot};
@@ -44,6 +46,8 @@ pub enum StartError {
     Admin(#[from] crate::admin::BindError),
     #[error("{0}")]
     Otlp(#[from] crate::admin::otlp::StartError),
+    #[error("cannot write the capture {path}: {error} (check --capture)")]
+    Capture { path: String, error: std::io::Error },
 }
 
 /// wirelint running: the forwarding proxy with its analysis, admin
@@ -64,6 +68,9 @@ pub struct Proxy {
     observed: AdminState,
     /// The OTLP export, when an endpoint is set.
     otlp: Option<crate::admin::otlp::Exporter>,
+    /// The capture file's writer, when --capture is set (it holds a clone
+    /// of the queue until finished).
+    capture: Option<Arc<CaptureTap>>,
 }
 
 /// For the hostile-analysis tests of the release binary only: with this
@@ -125,12 +132,29 @@ impl Proxy {
         let upstream = settings.forward.upstream.to_string();
         let (queue, workers) =
             AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());
-        let forwarder = Forwarder::start(
-            settings.forward.clone(),
-            Arc::new(queue.clone()),
-            stats.clone(),
-        )
-        .await?;
+        let analysis_tap: Arc<dyn Tap> = Arc::new(queue.clone());
+        let capture = match &settings.capture {
+            Some(path) => {
+                let tap = CaptureTap::create(path, analysis_tap.clone()).map_err(|error| {
+                    StartError::Capture {
+                        path: path.display().to_string(),
+                        error,
+                    }
+                })?;
+                tracing::warn!(
+                    capture = %path.display(),
+                    "writing every forwarded message to a capture file: it holds literal values, \
+                     credentials in authentication messages included (mode 0600); keep it private"
+                );
+                Some(Arc::new(tap))
+            }
+            None => None,
+        };
+        let tap: Arc<dyn Tap> = match &capture {
+            Some(c) => c.clone(),
+            None => analysis_tap,
+        };
+        let forwarder = Forwarder::start(settings.forward.clone(), tap, stats.clone()).await?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(tick(queue.clone(), shutdown_rx.clone()));
         if settings.analysis.enabled && settings.discover_partition_keys {
@@ -192,6 +216,7 @@ impl Proxy {
             admin_addr,
             observed,
             otlp,
+            capture,
         })
     }
 
@@ -251,6 +276,9 @@ impl Proxy {
     pub async fn stop(&mut self) -> StatsSnapshot {
         let _ = self.shutdown.send(true);
         self.forwarder.stop().await;
+        if let Some(capture) = self.capture.take() {
+            let _ = tokio::task::spawn_blocking(move || capture.finish()).await;
+        }
         // The sessions held the other queue clones; with this one gone the
         // workers drain what is left and finish.
         self.queue.take();

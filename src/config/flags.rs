@@ -147,6 +147,10 @@ pub struct ProxyArgs {
     #[arg(long, env = "WIRELINT_REPORT_INTERVAL", value_name = "DURATION")]
     pub report_interval: Option<String>,
 
+    /// Also write every forwarded message to this pcapng file (Wireshark opens it; `wirelint analyse FILE` analyses it again). It holds literal values, credentials in authentication messages included: off unless set, written with mode 0600.
+    #[arg(long, env = "WIRELINT_CAPTURE", value_name = "FILE")]
+    pub capture: Option<PathBuf>,
+
     /// At shutdown, exit with status 3 if a finding at or above this severity exists (for CI).
     #[arg(long, env = "WIRELINT_FAIL_ON", value_enum)]
     pub fail_on: Option<Level>,
@@ -370,6 +374,7 @@ impl Sources<'_> {
     /// The report file and the admin endpoints.
     fn outputs(&self, settings: &mut ProxySettings) -> Result<(), ConfigError> {
         settings.report = pick!(self, report, "report").map(|(v, _)| v);
+        settings.capture = pick!(self, capture, "capture").map(|(v, _)| v);
         settings.report_interval = duration(
             pick!(self, report_interval, "report-interval"),
             "report_interval",

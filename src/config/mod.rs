@@ -175,6 +175,7 @@ pub struct ProxySection {
     pub log_format: Option<String>,
     pub report: Option<PathBuf>,
     pub report_interval: Option<String>,
+    pub capture: Option<PathBuf>,
     pub fail_on: Option<String>,
     pub admin: Option<String>,
     pub admin_token: Option<String>,
@@ -343,6 +344,8 @@ pub struct ProxySettings {
     /// Write the JSON report here every `report_interval` and at shutdown.
     pub report: Option<PathBuf>,
     pub report_interval: Duration,
+    /// Write what is forwarded to this pcapng file (`capture::write`).
+    pub capture: Option<PathBuf>,
     /// Serve /metrics, /findings, /patterns and /healthz on this address.
     pub admin: Option<String>,
     /// Bearer token the admin endpoints (but /healthz) require.
@@ -391,6 +394,7 @@ impl ProxySettings {
             analysis: analysis::Settings::default(),
             report: None,
             report_interval: Duration::from_secs(30),
+            capture: None,
             admin: None,
             admin_token: None,
             discover_partition_keys: true,

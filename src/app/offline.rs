@@ -1,0 +1,165 @@
+//! `wirelint analyse FILE…`: the analysis of packet captures, on this
+//! thread, with the rules, thresholds and partition keys of a proxy's
+//! settings.
+//!
+//! Each message a capture yields goes through the same decoding and
+//! engine as a worker's, at the time the capture gives it (the clock of
+//! the analysis is the capture's, ticked every [`TICK`] of it), and none is
+//! dropped or sampled out: an offline analysis has no traffic to keep up
+//! with. The report is the one the proxy writes, its counters those of
+//! the capture.
+
+use crate::admin::AdminState;
+use crate::analysis::engine::Engine;
+use crate::analysis::knowledge::Knowledge;
+use crate::analysis::partition::PartitionKeys;
+use crate::analysis::Decoder;
+use crate::capture::{Account, Event, Reader, ReaderSettings};
+use crate::config::ProxySettings;
+use crate::report::Report;
+use crate::stats::{thread_cpu_nanos, Stats};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often, in the capture's time, the analysis is ticked (as the
+/// proxy's is, four times a second).
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// The analysis of captures, fed one event at a time.
+pub struct Offline {
+    stats: Arc<Stats>,
+    knowledge: Arc<Mutex<Knowledge>>,
+    engine: Engine,
+    decoder: Decoder,
+    /// The analysis clock's origin: the capture's first packet.
+    start: Instant,
+    ticked: Duration,
+    now: Duration,
+    label: String,
+}
+
+/// What an offline analysis produced.
+pub struct Analysed {
+    pub report: Report,
+    pub account: Account,
+}
+
+impl Offline {
+    /// An analysis with the rules and settings of `settings.analysis`;
+    /// `label` names the captures in the report (where a proxy's names its
+    /// upstream).
+    pub fn new(settings: &ProxySettings, label: String) -> Offline {
+        let analysis = &settings.analysis;
+        let knowledge = Arc::new(Mutex::new(Knowledge::with_keys(
+            crate::rules::all(),
+            analysis.rules.clone(),
+            analysis.show_values,
+            analysis.caps.clone(),
+            PartitionKeys::from_config(analysis.partition_keys.clone()),
+        )));
+        knowledge
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .fold_databases(analysis.fold.clone());
+        Offline {
+            stats: Arc::new(Stats::default()),
+            engine: Engine::new(knowledge.clone(), None),
+            knowledge,
+            decoder: Decoder::default(),
+            start: Instant::now(),
+            ticked: Duration::ZERO,
+            now: Duration::ZERO,
+            label,
+        }
+    }
+
+    /// One event of a capture, in capture order.
+    pub fn event(&mut self, event: Event) {
+        match event {
+            Event::Message {
+                conn,
+                direction,
+                at,
+                frame,
+            } => {
+                self.advance(at);
+                let s = &self.stats;
+                s.frames[direction.index()].fetch_add(1, Relaxed);
+                s.bytes[direction.index()].fetch_add(frame.len() as u64, Relaxed);
+                s.analysis_enqueued.fetch_add(1, Relaxed);
+                s.analysis_processed.fetch_add(1, Relaxed);
+                let at = self.start + at;
+                let (engine, decoder) = (&mut self.engine, &mut self.decoder);
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if let Some(decoded) = decoder.decode(conn, direction, frame, s) {
+                        engine.decoded(conn, at, decoded);
+                    }
+                }));
+                if outcome.is_err() {
+                    self.stats
+                        .analysis
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .panics += 1;
+                }
+            }
+            Event::Closed { conn } => self.engine.closed(conn),
+        }
+    }
+
+    /// Ticks the engine up to the capture time `at`.
+    fn advance(&mut self, at: Duration) {
+        self.now = self.now.max(at);
+        while self.ticked + TICK <= self.now {
+            self.ticked += TICK;
+            self.engine.tick(self.start + self.ticked);
+        }
+    }
+
+    /// Completes every request and builds the report; `cpu_nanos`: what
+    /// the analysis took (its thread's CPU time, the caller's to measure).
+    pub fn finish(mut self, account: Account, cpu_nanos: u64) -> Analysed {
+        self.decoder.flush(&self.stats);
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.engine.flush();
+            self.engine
+                .tick(self.start + self.now + Duration::from_secs(1));
+        }));
+        self.stats.analysis_cpu_nanos.store(cpu_nanos, Relaxed);
+        self.stats
+            .connections_accepted
+            .store(account.connections, Relaxed);
+        let state = AdminState::new(self.stats.clone(), self.knowledge.clone(), self.label, None);
+        Analysed {
+            report: state.report(),
+            account,
+        }
+    }
+}
+
+/// Reads `files` in order and analyses what they hold.
+pub fn analyse(
+    settings: &ProxySettings,
+    files: &[PathBuf],
+    reader: ReaderSettings,
+) -> anyhow::Result<Analysed> {
+    let label = format!(
+        "capture {}",
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let began = thread_cpu_nanos();
+    let mut offline = Offline::new(settings, label);
+    let mut reader = Reader::new(reader);
+    for file in files {
+        reader.read_file(file, &mut |e| offline.event(e))?;
+    }
+    let account = reader.finish(&mut |e| offline.event(e));
+    // (The reading's CPU time too: offline, they are one job.)
+    Ok(offline.finish(account, thread_cpu_nanos().saturating_sub(began)))
+}
