@@ -8,7 +8,7 @@
 # (scripts/otelcol.sh: OTLP receiver and file exporter, built from the Go
 # module proxy, pinned by tests/otelcol/go.sum), pymongo and MongoEngine (PyPI),
 # the Node driver, Mongoose, mongosh and playwright-core (npm), Chromium,
-# HAProxy, socat, Prometheus, valgrind and PostgreSQL (Debian, apt-get),
+# HAProxy, socat, Prometheus, valgrind, PostgreSQL and tcpdump (Debian, apt-get),
 # maturin (PyPI; tests/python_plugin.rs also installs pytest and pymongo from
 # PyPI into a fresh virtual environment; tests/node_runners.rs installs the
 # Jest and Vitest examples' dependencies from npm with `npm ci`;
@@ -103,12 +103,12 @@ if [ "$(cat "$node/node_modules/.wirelint-lock" 2>/dev/null)" != "$lock" ]; then
   echo "$lock" >"$node/node_modules/.wirelint-lock"
 fi
 
-step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check), Prometheus and promtool (deploy/prometheus/, tests/fleet.rs), valgrind (scripts/icount.sh), PostgreSQL (FerretDB's second storage)"
-if ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 || ! [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]; then
+step "Debian packages" "Chromium (the dashboard's browser test, tests/dashboard.rs), HAProxy and socat (the relays of the benchmark smoke check), Prometheus and promtool (deploy/prometheus/, tests/fleet.rs), valgrind (scripts/icount.sh), PostgreSQL (FerretDB's second storage), tcpdump (tests/realworld.rs captures each application on loopback for wirelint analyse)"
+if ! command -v tcpdump >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1 || ! command -v socat >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 || ! [ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat prometheus valgrind postgresql >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium haproxy socat prometheus valgrind postgresql tcpdump >/dev/null
 fi
 # Debian starts a cluster of its own on 5432 on installation: the tests
 # start their own servers (scripts/ferretdb.sh postgresql) and need none.

@@ -24,11 +24,19 @@
 //! its untagged run when it names its operations, else (on SQLite) a run
 //! of its own.
 //!
+//! Offline: each application's live run is also captured by tcpdump on
+//! loopback and by the proxy itself (`--capture`), and `wirelint
+//! analyse` of each capture must read every message and give the same
+//! (rule, namespace, severity) as the proxy. `WIRELINT_KEEP_CAPTURES=DIR`
+//! keeps the proxy's captures there (scripts/captures.sh makes
+//! fixtures/captures/ that way).
+//!
 //! `WIRELINT_REALWORLD=name[,name…]` runs those applications only.
 
 mod common;
 
 use common::recording::{steadiness, under_contention, Relay};
+use common::tcpdump::Tcpdump;
 use common::Backend;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -132,11 +140,20 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
             .partition_keys(&config_path.display().to_string())
             .unwrap();
     }
-    let proxy = common::proxy_with(settings.clone()).await;
+    let captures = tempfile::tempdir().unwrap();
+    let own_capture = captures.path().join(format!("{name}.pcapng"));
+    let proxy = common::proxy_with(wirelint::config::ProxySettings {
+        capture: Some(own_capture.clone()),
+        ..settings.clone()
+    })
+    .await;
     let relay = Relay::start(proxy.local_addr()).await;
+    let port = proxy.local_addr().port();
+    let tcpdump = Tcpdump::start(port, &captures.path().join(format!("{name}.pcap")));
     common::expected::run_workload(&name, app_command(dir, &relay.uri())).await;
     let report = proxy.report();
     proxy.shutdown().await;
+    let (capture, _) = tcpdump.stop();
     let events = relay.events();
     drop(relay);
     let expected = common::expected::load(&dir.join("expected.json"));
@@ -148,6 +165,16 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
             wirelint::report::table::text(&report)
         )
     });
+    for (capture, port) in [(&capture, port), (&own_capture, 27017)] {
+        if let Some(differs) = offline_differs(&name, &settings, capture, port, &report) {
+            failure.get_or_insert_with(String::new).push_str(&differs);
+        }
+    }
+    if let Some(dir) = std::env::var_os("WIRELINT_KEEP_CAPTURES") {
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&own_capture, dir.join(format!("{name}.pcapng"))).unwrap();
+    }
     let rerun = || async {
         let proxy = common::proxy_with(settings.clone()).await;
         let command = app_command(dir, &proxy.connection_string());
@@ -191,6 +218,41 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
         found: comparison.found,
         unexpected: comparison.unexpected.len(),
     }
+}
+
+/// `wirelint analyse` on a capture of the live run (tcpdump's, or the
+/// proxy's own `--capture`, whose server is port 27017): the same (rule,
+/// namespace, severity) as the proxy, every message read.
+fn offline_differs(
+    name: &str,
+    settings: &wirelint::config::ProxySettings,
+    capture: &Path,
+    port: u16,
+    live: &wirelint::report::Report,
+) -> Option<String> {
+    let reader = wirelint::capture::ReaderSettings {
+        server_ports: vec![port],
+        ..Default::default()
+    };
+    let offline = match wirelint::app::offline::analyse(settings, &[capture.to_owned()], reader) {
+        Ok(a) => a,
+        Err(e) => return Some(format!("\n{name}, wirelint analyse: {e:#}")),
+    };
+    let a = &offline.account;
+    let mut failure = String::new();
+    if a.gaps + a.messages_lost + a.tls_connections + a.not_wire_protocol > 0 || a.requests == 0 {
+        failure.push_str(&format!("\n{name}, wirelint analyse: {:?}", a.describe()));
+    }
+    let (proxy, capture) = (judged(&live.findings), judged(&offline.report.findings));
+    if proxy != capture {
+        failure.push_str(&format!(
+            "\n{name}, wirelint analyse of its tcpdump capture: only live {:?}, only offline {:?}\n\n{}",
+            proxy.difference(&capture).collect::<Vec<_>>(),
+            capture.difference(&proxy).collect::<Vec<_>>(),
+            wirelint::report::table::text(&offline.report)
+        ));
+    }
+    (!failure.is_empty()).then_some(failure)
 }
 
 /// An application whose tests each make a database of their own

@@ -5,6 +5,7 @@
 
 pub mod expected;
 pub mod recording;
+pub mod tcpdump;
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -717,6 +718,17 @@ pub fn outside_cargo_test(command: &mut Command) -> &mut Command {
         }
     }
     command
+}
+
+/// Runs `cmd` to its end: its exit status (-1 when killed), stdout and
+/// stderr.
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 pub fn wirelint_command() -> Command {
