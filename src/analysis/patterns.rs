@@ -92,6 +92,9 @@ pub struct PatternStats {
     /// The tests whose operations it saw, and how many each (see
     /// `suite`; up to [`MAX_TESTS_PER_PATTERN`]).
     pub tests: Vec<(super::suite::TestRef, u64)>,
+    /// Nanoseconds the analysis spent on this pattern's messages (see
+    /// `engine::cost`).
+    pub analysis_nanos: u64,
 }
 
 const MAX_SHAPES_PER_PATTERN: usize = 32;
@@ -152,6 +155,7 @@ impl PatternStats {
             partitions: Partitions::default(),
             last_trace_id: None,
             tests: Vec::new(),
+            analysis_nanos: 0,
         }
     }
 
@@ -254,6 +258,13 @@ impl PatternTable {
         PatternTable {
             patterns: Lru::in_pool(2_000, patterns, |name, _| pattern_weight(name)),
             shapes: Lru::in_pool(10_000, shapes, shape_weight),
+        }
+    }
+
+    /// Adds what the analysis spent on `pattern`'s messages.
+    pub fn charge(&mut self, pattern: &str, nanos: u64) {
+        if let Some(stats) = self.patterns.map_get_mut(pattern) {
+            stats.analysis_nanos += nanos;
         }
     }
 

@@ -248,6 +248,7 @@ fn merge_pattern(into: &mut PatternReport, from: &PatternReport) {
     let before = into.estimated_invocations.max(into.invocations);
     into.invocations += from.invocations;
     into.estimated_invocations = before + from.estimated_invocations.max(from.invocations);
+    into.analysis_us += from.analysis_us;
     into.set_analysed_share();
     into.round_trips += from.round_trips;
     into.round_trips_per_invocation = per_invocation(into.round_trips, into.invocations);
@@ -379,6 +380,8 @@ pub(crate) mod tests {
             verdict: "ok".into(),
             last_trace_id: None,
             tests: Vec::new(),
+            analysis_us: 2.0 * invocations as f64,
+            analysis_us_per_invocation: 2.0,
         }
     }
 
@@ -422,6 +425,7 @@ pub(crate) mod tests {
         assert_eq!(q.invocations, 5);
         assert_eq!(q.round_trips, 10);
         assert_eq!(q.partitions.single_shard, 5);
+        assert_eq!((q.analysis_us, q.analysis_us_per_invocation), (10.0, 2.0));
         assert_eq!(q.latency_us, whole.latency_us);
         assert_eq!(q.latency_histogram, whole.latency_histogram);
         assert_eq!(m.runs.len(), 2);

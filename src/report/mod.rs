@@ -223,6 +223,12 @@ pub struct PatternReport {
     /// The tests whose operations it saw, most first (see `Report::tests`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests: Vec<TestCount>,
+    /// What the analysis spent on this pattern's messages, in
+    /// microseconds: in all, and per call.
+    #[serde(default)]
+    pub analysis_us: f64,
+    #[serde(default)]
+    pub analysis_us_per_invocation: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -318,10 +324,17 @@ impl Counters {
 }
 
 impl PatternReport {
-    /// Works out `analysed_share` from the call counts.
+    /// Works out `analysed_share` from the call counts, and the
+    /// analysis's cost per call.
     pub fn set_analysed_share(&mut self) {
         self.estimated_invocations = self.estimated_invocations.max(self.invocations);
         self.analysed_share = share(self.invocations, self.estimated_invocations);
+        self.analysis_us = (self.analysis_us * 10.0).round() / 10.0;
+        self.analysis_us_per_invocation = if self.invocations > 0 {
+            (self.analysis_us / self.invocations as f64 * 10.0).round() / 10.0
+        } else {
+            0.0
+        };
     }
 }
 
@@ -447,6 +460,8 @@ impl Report {
                         })
                         .collect(),
                 ),
+                analysis_us: p.analysis_nanos as f64 / 1e3,
+                analysis_us_per_invocation: 0.0,
             })
             .collect();
         tests_from_patterns(&mut findings, &patterns);

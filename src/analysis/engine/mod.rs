@@ -7,6 +7,7 @@
 //! per message (readers: reports, the admin endpoints).
 
 mod connection;
+mod cost;
 mod observe;
 
 use connection::{fold_round_trip, ConnState, Pending, RoundTrip};
@@ -196,6 +197,8 @@ pub struct Engine {
     _bursts_charge: budget::Charge,
     /// How database names are folded (see `databases`).
     fold: Arc<Fold>,
+    /// What each pattern's messages cost the analysis (see `cost`).
+    costs: cost::Costs,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -223,6 +226,7 @@ impl Engine {
             pool,
             weight: 1,
             keep: KEEP_ALL,
+            costs: cost::Costs::default(),
         }
     }
 
@@ -265,9 +269,13 @@ impl Engine {
 
     /// One message as the worker's decoding left it.
     pub fn decoded(&mut self, conn: u64, at: Instant, decoded: Decoded) {
+        let began = Instant::now();
         match decoded {
             Decoded::Request(parsed) => self.request(conn, at, parsed),
             Decoded::Reply(frame, index) => self.reply(conn, at, &frame, index),
+        }
+        if self.costs.charge(began.elapsed()) {
+            self.costs.add_to(&mut lock(&self.knowledge).patterns);
         }
     }
 
@@ -439,6 +447,7 @@ impl Engine {
             self.learn_partition_key(&pending, reply.as_ref());
             return;
         };
+        self.costs.pattern = Some(origin.request_pattern().clone());
         let outcome = Outcome::of(reply.as_ref());
         // A find: one level up a tree, when it reads the document the last
         // one read on the connection named (see `follow_ups::ParentWalk`).
@@ -790,6 +799,9 @@ impl Engine {
     /// connections pool; when the pool is full the request is not kept
     /// (its reply will teach nothing) and counted as forgotten.
     fn remember(&mut self, conn: u64, request_id: i32, mut pending: Pending) {
+        if let Some(origin) = &pending.origin {
+            self.costs.pattern = Some(origin.request_pattern().clone());
+        }
         let state = self.conns.entry(conn).or_default();
         state.last_activity = Some(pending.at);
         let mut forgotten = 0;
@@ -862,6 +874,7 @@ impl Engine {
                 k.patterns
                     .commit_since(&inv.invocation, inv.counted.as_deref());
             }
+            self.costs.add_to(&mut k.patterns);
             k.with_rules(Hooks::TICK, |rule, cx| rule.on_tick(cx))
         };
         self.emit(events);
@@ -903,6 +916,7 @@ impl Engine {
             self.closed(conn);
         }
         let finished = self.requests.close_all();
+        self.costs.add_to(&mut lock(&self.knowledge).patterns);
         if !finished.is_empty() {
             let mut k = lock(&self.knowledge);
             for inv in &finished {

@@ -81,6 +81,11 @@ async function main(url, uri, token, shots) {
     check((await request.count()) >= 1, 'a request with its follow-ups');
     seen.follow_ups = await request.first().innerText();
     seen.patterns = await page.locator('tr[data-pattern]').count();
+    // What the analysis spent per call of each pattern: a time, never 0
+    // for a pattern whose messages were analysed.
+    const costs = await page.locator('tr[data-pattern] td[data-analysis]').allInnerTexts();
+    check(costs.length === seen.patterns && costs.some((c) => /^[0-9.]+ (µs|ms)$/.test(c) && parseFloat(c) > 0),
+      'the analysis cost per call of each pattern, not ' + JSON.stringify(costs));
     seen.analysed = await page.locator('[data-counter="analysed"] b').innerText();
     seen.analysis_cpu = await page.locator('[data-counter="analysis CPU"] b').innerText();
     check(seen.analysed === '100 %', 'every message analysed, not ' + seen.analysed);
