@@ -171,10 +171,18 @@ pub struct Elements<'a> {
 }
 
 pub fn elements(doc: &[u8]) -> Elements<'_> {
+    elements_from(doc, 4)
+}
+
+/// Iterates the elements of `doc` from byte `pos` on (where one of its
+/// elements starts, found by other means), checked as [`elements`] checks
+/// them: a `pos` that is not an element's start gives an error or
+/// elements that end where the document does not.
+pub fn elements_from(doc: &[u8], pos: usize) -> Elements<'_> {
     Elements {
         doc,
-        pos: 4,
-        done: doc.len() < 5,
+        pos,
+        done: doc.len() < 5 || pos < 4,
     }
 }
 

@@ -121,17 +121,34 @@ fn walk_arrays<'d>(
             walk_arrays(element.value, path, depth + 1, caps, out, None);
         } else {
             let array_path = short_key(path).into_owned();
-            path.push_str(".$");
-            let mut len = 0u32;
-            let mut numeric = true;
-            for item in bson_walk::elements(element.value) {
-                let Ok(item) = item else { break };
-                if item.element_type == 0x03 && (len as usize) < caps.elements_sampled {
-                    walk_arrays(item.value, path, depth + 1, caps, out, None);
+            let (len, numeric) = match uniform_len(element.value) {
+                // Scalars, or arrays, of one size: nothing in them to walk
+                // (arrays in an array are not walked into either).
+                Some((len, first, last)) => {
+                    (len, is_numeric_value(&first) && is_numeric_value(&last))
                 }
-                numeric = numeric && is_numeric_value(&item);
-                len += 1;
-            }
+                None => {
+                    // The first elements are walked into and judged
+                    // numbers or not, and the last: the others are
+                    // counted, an array's elements being alike.
+                    path.push_str(".$");
+                    let mut len = 0u32;
+                    let mut numeric = true;
+                    let mut last = None;
+                    for item in bson_walk::elements(element.value) {
+                        let Ok(item) = item else { break };
+                        if (len as usize) < caps.elements_sampled {
+                            if item.element_type == 0x03 {
+                                walk_arrays(item.value, path, depth + 1, caps, out, None);
+                            }
+                            numeric = numeric && is_numeric_value(&item);
+                        }
+                        last = Some(item);
+                        len += 1;
+                    }
+                    (len, numeric && last.is_none_or(|l| is_numeric_value(&l)))
+                }
+            };
             out.push(ArrayInDoc {
                 path: array_path,
                 len,
@@ -143,10 +160,156 @@ fn walk_arrays<'d>(
     }
 }
 
+/// The value size of the BSON types whose values all have one size.
+fn fixed_size(element_type: u8) -> Option<usize> {
+    match element_type {
+        0x08 => Some(1),
+        0x10 => Some(4),
+        0x01 | 0x09 | 0x11 | 0x12 => Some(8),
+        0x07 => Some(12),
+        0x13 => Some(16),
+        _ => None,
+    }
+}
+
+/// The length of an array (its encoding, length prefix to terminating
+/// NUL) whose first element is of a type of one size (a number, a date,
+/// an ObjectId, a boolean) or an array, worked out from its byte length as
+/// if every element were the size of the first, and checked at its last
+/// element (its type, its key `len - 1` and, for an array, its length,
+/// where that length puts it), not element by element: a vector, a list
+/// of ObjectIds or of timestamps, a polygon's ring of `[lng, lat]` pairs
+/// is skipped by its length. `None` (walk it) when the first element is
+/// of another kind, the bytes do not divide into such elements, or the
+/// last is not where it should be. With its first and last elements.
+fn uniform_len(array: &[u8]) -> Option<(u32, bson_walk::Element<'_>, bson_walk::Element<'_>)> {
+    let first = bson_walk::elements(array).next()?.ok()?;
+    if first.key != b"0" {
+        return None;
+    }
+    let size = match first.element_type {
+        0x04 => first.value.len(),
+        t => fixed_size(t)?,
+    };
+    // The elements' bytes: past the length prefix, before the NUL.
+    let body = array.len().checked_sub(5)?;
+    // Element i takes its type byte, the digits of i, a NUL and the value:
+    // count the elements band by band of keys with as many digits.
+    let (mut len, mut used, mut digits, mut band_end) = (0usize, 0usize, 1usize, 10usize);
+    loop {
+        let each = 2 + digits + size;
+        let band = (band_end - len).checked_mul(each)?;
+        if used + band >= body {
+            let rest = body - used;
+            if rest % each != 0 {
+                return None;
+            }
+            len += rest / each;
+            break;
+        }
+        used += band;
+        len = band_end;
+        digits += 1;
+        band_end = band_end.checked_mul(10)?;
+    }
+    let key = len.checked_sub(1)?.to_string();
+    let at = 4 + body - (2 + key.len() + size);
+    let tail = array.get(at..)?;
+    // The last element, read as the walker reads one: it must end exactly
+    // at the array's terminating NUL.
+    let mut rest = bson_walk::elements_from(array, at);
+    let last = rest.next()?.ok()?;
+    let ends_there = rest.next().is_none() && last.raw.len() == tail.len() - 1;
+    (last.element_type == first.element_type
+        && last.key == key.as_bytes()
+        && last.value.len() == size
+        && ends_there)
+        .then_some((u32::try_from(len).ok()?, first, last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    /// An array of documents is judged numbers by its first elements and
+    /// its last, and counted whole.
+    #[test]
+    fn an_array_of_points_is_judged_by_its_first_and_last() {
+        let caps = Caps::default();
+        let points: Vec<bson::RawDocumentBuf> = (0..100)
+            .map(|i| rawdoc! {"lng": i as f64, "lat": 1.0})
+            .collect();
+        let doc = |last: bson::RawDocumentBuf| {
+            let mut a = bson::RawArrayBuf::new();
+            for p in &points {
+                a.push(p.clone());
+            }
+            a.push(last);
+            rawdoc! {"_id": 1, "zone": a}
+        };
+        let points_only = doc(rawdoc! {"lng": 0.5, "lat": 0.5});
+        let d = Doc::new(&points_only, &caps);
+        assert_eq!((d.arrays[0].len, d.arrays[0].numeric), (101, true));
+        let named_last = doc(rawdoc! {"name": "depot"});
+        let d = Doc::new(&named_last, &caps);
+        assert_eq!((d.arrays[0].len, d.arrays[0].numeric), (101, false));
+    }
+
+    /// The length worked out from the bytes is the walked one for every
+    /// length across the key-digit bands and every fixed-size type; a
+    /// mixed array, one of strings or of documents, or one whose last key
+    /// is not where its length puts it is walked instead.
+    #[test]
+    fn uniform_arrays_are_measured_by_their_bytes() {
+        let walked = |a: &bson::RawArrayBuf| bson_walk::elements(a.as_bytes()).count() as u32;
+        for n in [
+            1usize, 2, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 1536, 12_000,
+        ] {
+            let arrays: [bson::RawArrayBuf; 6] = [
+                (0..n).map(|i| i as f64).collect(),
+                (0..n).map(|i| i as i32).collect(),
+                (0..n).map(|i| i as i64).collect(),
+                (0..n).map(|_| bson::oid::ObjectId::new()).collect(),
+                (0..n).map(|i| i % 2 == 0).collect(),
+                (0..n)
+                    .map(|i| bson::DateTime::from_millis(i as i64))
+                    .collect(),
+            ];
+            for a in &arrays {
+                let (len, _, _) = uniform_len(a.as_bytes()).unwrap_or_else(|| panic!("{n}: {a:?}"));
+                assert_eq!(len, walked(a), "{n}");
+            }
+        }
+        assert!(uniform_len(bson::RawArrayBuf::new().as_bytes()).is_none());
+        let array = |d: bson::RawDocumentBuf| d.get_array("a").unwrap().as_bytes().to_vec();
+        let walk_instead = [
+            array(rawdoc! {"a": [1_i32, 2.0_f64]}),
+            array(rawdoc! {"a": ["a", "b"]}),
+            array(rawdoc! {"a": [{"x": 1}]}),
+            array(rawdoc! {"a": [1.0_f64, 2_i32, 3_i32]}),
+        ];
+        for a in &walk_instead {
+            assert!(uniform_len(a).is_none(), "{a:?}");
+        }
+        // A ring of [lng, lat] pairs: measured; one pair of three: walked.
+        let ring = array(rawdoc! {"a": [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]});
+        let (len, first, last) = uniform_len(&ring).unwrap();
+        assert_eq!(
+            (len, is_numeric_value(&first), is_numeric_value(&last)),
+            (3, true, true)
+        );
+        let odd = array(rawdoc! {"a": [[1.0, 2.0], [3.0, 4.0, 5.0], [5.0, 6.0]]});
+        assert!(uniform_len(&odd).is_none());
+        // A last key that is not its index: walked.
+        let mut bytes = (0..12_i32)
+            .collect::<bson::RawArrayBuf>()
+            .as_bytes()
+            .to_vec();
+        let at = bytes.len() - 1 - 4 - 1 - 2;
+        bytes[at] = b'9';
+        assert!(uniform_len(&bytes).is_none());
+    }
 
     /// A document with a huge key does not leave a huge path buffer
     /// behind on its thread; an ordinary one keeps the buffer for reuse.

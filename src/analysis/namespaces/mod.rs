@@ -47,7 +47,8 @@ pub struct Caps {
     pub documents_per_namespace: usize,
     /// Nesting followed when walking a document.
     pub depth: usize,
-    /// Elements of an array looked into (for arrays inside arrays).
+    /// Elements of an array looked into (for arrays inside them, and
+    /// whether they are numbers: the last is judged too).
     pub elements_sampled: usize,
     /// Bytes all the analysis tables may hold together (`[limits]
     /// analysis_memory`; see `budget`).
