@@ -162,12 +162,17 @@ pub struct RuleOverrides {
     pub thresholds: BTreeMap<String, f64>,
 }
 
+/// A map looked up per operation: foldhash, as the analysis's other
+/// tables (seeded per process, so a replay counts the same instructions
+/// on every run under callgrind).
+pub type SettingsMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// `[rules.ID]` and `[collections."db.coll".rules.ID]`, validated.
 #[derive(Clone, Debug, Default)]
 pub struct RuleSettings {
-    pub rules: HashMap<String, RuleOverrides>,
+    pub rules: SettingsMap<RuleOverrides>,
     /// By namespace, then rule id (looked up without allocating).
-    pub per_namespace: HashMap<String, HashMap<String, RuleOverrides>>,
+    pub per_namespace: SettingsMap<SettingsMap<RuleOverrides>>,
 }
 
 impl RuleSettings {

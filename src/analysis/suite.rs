@@ -85,13 +85,13 @@ pub struct Marker {
 /// The tests the runner named and each worker's markers.
 pub struct Suite {
     tests: Vec<TestInfo>,
-    by_id: HashMap<String, TestRef>,
+    by_id: HashMap<String, TestRef, foldhash::fast::RandomState>,
     /// Per worker (the hash of its application name; 0: the default), its
     /// markers in the order they came: when, and the test that started
     /// (none: ended).
-    workers: HashMap<u64, VecDeque<(Instant, Option<TestRef>)>>,
+    workers: HashMap<u64, VecDeque<(Instant, Option<TestRef>)>, foldhash::fast::RandomState>,
     /// Claims not matched yet: requestID → test, oldest first.
-    claims: HashMap<i32, TestRef>,
+    claims: HashMap<i32, TestRef, foldhash::fast::RandomState>,
     claim_order: VecDeque<i32>,
     /// Markers and tests that did not fit.
     pub dropped: u64,
@@ -110,9 +110,9 @@ impl Suite {
     pub fn new(pool: &Arc<Pool>) -> Suite {
         Suite {
             tests: Vec::new(),
-            by_id: HashMap::new(),
-            workers: HashMap::new(),
-            claims: HashMap::new(),
+            by_id: HashMap::default(),
+            workers: HashMap::default(),
+            claims: HashMap::default(),
             claim_order: VecDeque::new(),
             dropped: 0,
             charge: Charge::new(pool, MAX_CLAIMS * 24),
