@@ -9,8 +9,19 @@
 //!   responder with prepared replies, everything on one thread, so the
 //!   allocation counts are the proxy's own per forwarded request/reply.
 //!
+//! - `replay` (its own harness, not divan's): the captured traffic of the
+//!   corpus applications (fixtures/captures/, scripts/captures.sh) through
+//!   the analysis, as `wirelint analyse` runs it, beside a plain walk of
+//!   every BSON element of the same messages (the floor): microseconds
+//!   per request and per returned KiB, medians of runs with their spread.
+//!
 //! ```sh
 //! cargo bench --bench analysis                  # divan's table
+//! WIRELINT_REPLAY=1 [WIRELINT_REPLAY_ONLY=app,…] cargo bench --bench analysis
+//!                                               # the replay's figures
+//! WIRELINT_CALLGRIND_REPLAY=1 valgrind --tool=callgrind \
+//!     --toggle-collect='*callgrind_measured*' --dump-before='*replay_boundary*' \
+//!     target/release/deps/analysis-* --bench   # instructions per application
 //! WIRELINT_CALLGRIND=20000 [WIRELINT_CALLGRIND_ONLY=find] \
 //!     valgrind --tool=callgrind target/release/deps/analysis-* --bench
 //!                                               # a fixed loop: instructions per pair
@@ -201,6 +212,14 @@ fn typical(workload: &str) -> (Vec<Pair>, Vec<Pair>) {
 }
 
 fn main() {
+    if std::env::var_os("WIRELINT_REPLAY").is_some() {
+        replay::figures();
+        return;
+    }
+    if std::env::var_os("WIRELINT_CALLGRIND_REPLAY").is_some() {
+        replay::callgrind();
+        return;
+    }
     if let Some(n) = std::env::var("WIRELINT_CALLGRIND")
         .ok()
         .and_then(|n| n.parse::<u64>().ok())
@@ -455,4 +474,245 @@ mod forward {
             })
         });
     }
+}
+
+/// The corpus applications' captured traffic, replayed.
+mod replay {
+    use std::path::{Path, PathBuf};
+    use std::time::Instant;
+    use wirelint::app::offline::Offline;
+    use wirelint::capture::{Event, Reader, ReaderSettings};
+    use wirelint::config::ProxySettings;
+    use wirelint::stats::Direction;
+    use wirelint::wire::bson_walk;
+    use wirelint::wire::message::Message;
+
+    /// One application's capture, read into memory.
+    pub struct Capture {
+        pub name: String,
+        pub events: Vec<Event>,
+        pub requests: u64,
+        /// Bytes of the replies (what the server returned).
+        pub returned: u64,
+        settings: ProxySettings,
+    }
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    }
+
+    /// Every capture of fixtures/captures/ (`WIRELINT_REPLAY_ONLY=a,b`:
+    /// those), with its application's wirelint.toml when it has one.
+    pub fn load() -> Vec<Capture> {
+        let only = std::env::var("WIRELINT_REPLAY_ONLY").ok();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures().join("captures"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        let mut captures = Vec::new();
+        for file in files {
+            let Some(name) = file
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".pcapng.gz"))
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            if only
+                .as_deref()
+                .is_some_and(|o| !o.split(',').any(|o| o == name))
+            {
+                continue;
+            }
+            let mut events = Vec::new();
+            let mut reader = Reader::new(ReaderSettings::default());
+            reader
+                .read_file(&file, &mut |e| events.push(e))
+                .unwrap_or_else(|e| panic!("{}: {e:#}", file.display()));
+            reader.finish(&mut |e| events.push(e));
+            let (mut requests, mut returned) = (0, 0);
+            for e in &events {
+                if let Event::Message {
+                    direction, frame, ..
+                } = e
+                {
+                    match direction {
+                        Direction::Request => requests += 1,
+                        Direction::Reply => returned += frame.len() as u64,
+                    }
+                }
+            }
+            captures.push(Capture {
+                settings: settings_of(&name),
+                name,
+                events,
+                requests,
+                returned,
+            });
+        }
+        assert!(
+            !captures.is_empty(),
+            "no capture in fixtures/captures/ (scripts/captures.sh makes them)"
+        );
+        captures
+    }
+
+    /// The settings the application runs with (its wirelint.toml).
+    fn settings_of(name: &str) -> ProxySettings {
+        let mut settings = ProxySettings::new("127.0.0.1:0", "mongodb://127.0.0.1:27017").unwrap();
+        for root in ["realworld", "requests"] {
+            let path = fixtures().join(root).join(name).join("wirelint.toml");
+            if let Ok(config) = wirelint::config::FileConfig::load(&path) {
+                settings.analysis.rules = wirelint::config::rule_settings(&config, &path).unwrap();
+                settings.analysis.partition_keys =
+                    config.partition_keys(&path.display().to_string()).unwrap();
+            }
+        }
+        settings
+    }
+
+    /// The analysis of one capture, as `wirelint analyse` runs it (the
+    /// report is not built).
+    pub fn analyse(capture: &Capture) -> Offline {
+        let mut offline = Offline::new(&capture.settings, capture.name.clone());
+        for e in &capture.events {
+            offline.event(e.clone());
+        }
+        offline
+    }
+
+    /// The floor: every element of every document of every message,
+    /// visited once (nested ones too, to 100 levels), nothing else.
+    pub fn walk(capture: &Capture) -> u64 {
+        let mut elements = 0;
+        for e in &capture.events {
+            let Event::Message { frame, .. } = e else {
+                continue;
+            };
+            match Message::parse(frame) {
+                Ok(Message::Msg(m)) => {
+                    elements += walk_doc(m.body, 0);
+                    for seq in m.sequences() {
+                        for doc in seq.documents().flatten() {
+                            elements += walk_doc(doc, 0);
+                        }
+                    }
+                }
+                Ok(Message::Reply(r)) => {
+                    for doc in r.documents() {
+                        elements += walk_doc(doc, 0);
+                    }
+                }
+                Ok(Message::Query(q)) => elements += walk_doc(q.query, 0),
+                _ => {}
+            }
+        }
+        elements
+    }
+
+    fn walk_doc(doc: &[u8], depth: usize) -> u64 {
+        let mut n = 0;
+        for e in bson_walk::elements(doc).map_while(Result::ok) {
+            n += 1;
+            if depth < 100 && matches!(e.element_type, 0x03 | 0x04) {
+                n += walk_doc(e.value, depth + 1);
+            }
+        }
+        n
+    }
+
+    /// Runs of each measurement (the median and the spread are printed).
+    const RUNS: usize = 5;
+
+    fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+        v.sort_by(|a, b| a.total_cmp(b));
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    }
+
+    /// `WIRELINT_REPLAY=1`: per application, the analysis and the walk
+    /// timed over [`RUNS`] runs each.
+    pub fn figures() {
+        let captures = load();
+        println!(
+            "{:<40} {:>8} {:>10} {:>22} {:>12} {:>12} {:>6}",
+            "application (median of 5 runs)",
+            "requests",
+            "returned",
+            "µs/request [min-max]",
+            "µs/KiB",
+            "walk µs/KiB",
+            "×walk"
+        );
+        let mut per_request = Vec::new();
+        for c in &captures {
+            let mut analysis = Vec::new();
+            let mut walking = Vec::new();
+            for _ in 0..RUNS {
+                let began = Instant::now();
+                let offline = std::hint::black_box(analyse(c));
+                analysis.push(began.elapsed().as_secs_f64() * 1e6);
+                drop(offline);
+                let began = Instant::now();
+                std::hint::black_box(walk(c));
+                walking.push(began.elapsed().as_secs_f64() * 1e6);
+            }
+            let (a, lo, hi) = median(analysis);
+            let (w, _, _) = median(walking);
+            let kib = (c.returned as f64 / 1024.0).max(1e-9);
+            let requests = c.requests.max(1) as f64;
+            per_request.push(a / requests);
+            println!(
+                "{:<40} {:>8} {:>9.0}K {:>8.1} [{:.1}-{:.1}] {:>12.2} {:>12.2} {:>6.1}",
+                c.name,
+                c.requests,
+                kib,
+                a / requests,
+                lo / requests,
+                hi / requests,
+                a / kib,
+                w / kib,
+                a / w.max(1e-9)
+            );
+        }
+        let (m, lo, hi) = median(per_request);
+        println!(
+            "median over {} applications: {m:.1} µs/request (applications from {lo:.1} to {hi:.1})",
+            captures.len()
+        );
+    }
+
+    /// `WIRELINT_CALLGRIND_REPLAY=1`: each application's analysis, then
+    /// its walk, each in [`super::callgrind_measured_replay`] after a
+    /// [`replay_boundary`] (`--dump-before` splits the counts there), in
+    /// the order of the lines printed.
+    pub fn callgrind() {
+        let captures = load();
+        for c in &captures {
+            replay_boundary();
+            super::callgrind_measured_replay(|| {
+                std::hint::black_box(analyse(c));
+            });
+            println!("analysis\t{}\t{}\t{}", c.name, c.requests, c.returned);
+            replay_boundary();
+            super::callgrind_measured_replay(|| {
+                std::hint::black_box(walk(c));
+            });
+            println!("walk\t{}\t{}\t{}", c.name, c.requests, c.returned);
+        }
+        replay_boundary();
+    }
+
+    /// Where callgrind starts a new part of its counts.
+    #[inline(never)]
+    pub fn replay_boundary() {
+        std::hint::black_box(());
+    }
+}
+
+/// A replay's measured part, alone in a function whose name callgrind
+/// collects (`--toggle-collect='*callgrind_measured*'`).
+#[inline(never)]
+fn callgrind_measured_replay(f: impl FnOnce()) {
+    f()
 }

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The guard on what the analysis costs per message: instructions per
-# request/reply pair on each workload of benches/analysis.rs, counted by
-# callgrind, against benches/icount-baseline.tsv. Fails when a workload
-# rises more than 3 % above its baseline; notes a fall of 10 % or more.
+# request/reply pair on each workload of benches/analysis.rs, and per
+# request on the replayed traffic of each corpus application
+# (fixtures/captures/, `replay:NAME`), counted by callgrind, against
+# benches/icount-baseline.tsv. Fails when a workload rises more than 3 %
+# above its baseline; notes a fall of 10 % or more. Prints, per
+# application, instructions per request and per returned KiB beside a
+# plain walk of every BSON element of the same messages (the floor).
 #
 #   scripts/icount.sh            build, count, compare
 #   scripts/icount.sh --update   the same, then rewrite the baseline (commit
@@ -20,7 +24,9 @@
 # (--toggle-collect); its clock is a counter, so the count is the same on
 # every run on the same machine (but for a finding's wall-clock timestamp,
 # which costs a few instructions more or less to format). Two workloads at
-# a time.
+# a time. The replays: one callgrind run, each application's analysis
+# (as `wirelint analyse` runs it) and then its walk in the measured
+# function, callgrind's counts split between them (--dump-before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +35,7 @@ PAIRS=1000
 LIMIT=3     # % above the baseline that fails
 NOTE=10     # % below it that suggests lowering it
 WORKLOADS=(insert_1kib getmore_app_docs getmore_batch insert_30_docs aggregate_lookup update find find_by_id)
-OPTIMISED=(wirelint bson simdutf8 ascii hdrhistogram lru crc32c)
+OPTIMISED=(wirelint bson simdutf8 ascii hdrhistogram lru crc32c foldhash)
 
 update=0
 case ${1:-} in
@@ -71,14 +77,42 @@ count() {
 }
 export -f count
 export PAIRS out valgrind
-printf '%s\n' "${WORKLOADS[@]}" | xargs -P "${WIRELINT_ICOUNT_LANES:-2}" -I{} bash -c 'count "$1"' _ {}
+# count_replays: every application's replay, its counts in $out/replay:NAME
+# (per request) and the table of figures in $out/replays.
+count_replays() {
+  (cd "$out" && env -i PATH=/usr/bin:/bin WIRELINT_CALLGRIND_REPLAY=1 \
+    "$valgrind" --tool=callgrind --toggle-collect='*callgrind_measured*' \
+    --dump-before='*replay_boundary*' --callgrind-out-file="$out/cg.replay" \
+    "$out/analysis" --bench >"$out/replay.order" 2>"$out/replay.log") ||
+    { echo "icount: the replay failed:" >&2; cat "$out/replay.log" >&2; return 1; }
+  # Each boundary ends a part: part 1 is what came before the first
+  # (nothing is collected there), so line i's measurement is part i+1.
+  local i=0
+  : >"$out/replays"
+  while IFS=$'\t' read -r what name requests returned; do
+    i=$((i + 1))
+    local part="$out/cg.replay.$((i + 1))"
+    local n
+    n=$(sed -n 's/^summary: //p; s/^totals: //p' "$part" | head -1)
+    printf '%s\t%s\t%s\t%s\t%s\n' "$what" "$name" "$requests" "$returned" "${n:-0}" >>"$out/replays"
+  done <"$out/replay.order"
+  awk -F'\t' '$1 == "analysis" {printf "%.1f\n", $5 / ($3 > 0 ? $3 : 1) > (dir "/replay:" $2)}' dir="$out" "$out/replays"
+}
+export -f count_replays
+printf '%s\n' "${WORKLOADS[@]}" replays | xargs -P "${WIRELINT_ICOUNT_LANES:-2}" -I{} bash -c \
+  'if [ "$1" = replays ]; then count_replays; else count "$1"; fi' _ {}
+REPLAYS=()
+while IFS=$'\t' read -r what name _; do
+  [ "$what" = analysis ] && REPLAYS+=("replay:$name")
+done <"$out/replay.order"
 
 rustc=$(rustc -V)
 vg=$(valgrind --version)
 if [ "$update" -eq 1 ]; then
   {
     echo "# Instructions per request/reply pair of the analysis (benches/analysis.rs's"
-    echo "# callgrind mode), the baseline of scripts/icount.sh, which fails when a"
+    echo "# callgrind mode), and per request of each replayed application (replay:NAME,"
+    echo "# fixtures/captures/), the baseline of scripts/icount.sh, which fails when a"
     echo "# workload rises more than $LIMIT % above it. A commit that changes this file"
     echo "# says why."
     echo "# profile: dev, with ${OPTIMISED[*]} at opt-level 3 (scripts/icount.sh)"
@@ -88,6 +122,9 @@ if [ "$update" -eq 1 ]; then
     printf 'workload\tinstructions_per_pair\n'
     for w in "${WORKLOADS[@]}"; do
       printf '%s\t%s\n' "$w" "$(awk -v c="$(cat "$out/$w")" -v n="$PAIRS" 'BEGIN {printf "%.1f", c / n}')"
+    done
+    for w in "${REPLAYS[@]}"; do
+      printf '%s\t%s\n' "$w" "$(cat "$out/$w")"
     done
   } >"$BASELINE"
   echo "icount: $BASELINE rewritten; commit it with a message that says why" >&2
@@ -100,18 +137,34 @@ if [ ! -f "$BASELINE" ]; then
 fi
 base_rustc=$(sed -n 's/^# rustc: //p' "$BASELINE")
 base_vg=$(sed -n 's/^# valgrind: //p' "$BASELINE")
-printf '%-18s %12s %12s %8s\n' workload baseline now change
+# The replays' figures: per request, per returned KiB, the walk's per KiB.
+echo "replayed applications (instructions):"
+awk -F'\t' '
+  $1 == "analysis" {a[$2] = $5; req[$2] = $3; kib[$2] = ($4 > 0 ? $4 : 1) / 1024; order[++n] = $2}
+  $1 == "walk" {w[$2] = $5}
+  END {
+    printf "%-44s %8s %12s %12s %12s %7s\n", "application", "requests", "per request", "per KiB", "walk per KiB", "x walk"
+    for (i = 1; i <= n; i++) {
+      k = order[i]
+      printf "%-44s %8d %12.0f %12.0f %12.0f %7.1f\n", k, req[k], a[k] / (req[k] > 0 ? req[k] : 1), a[k] / kib[k], w[k] / kib[k], a[k] / (w[k] > 0 ? w[k] : 1)
+      all_a += a[k]; all_w += w[k]; all_req += req[k]; all_kib += kib[k]
+    }
+    printf "%-44s %8d %12.0f %12.0f %12.0f %7.1f\n", "all", all_req, all_a / all_req, all_a / all_kib, all_w / all_kib, all_a / all_w
+  }' "$out/replays"
+echo
+printf '%-44s %12s %12s %8s\n' workload baseline now change
 over=() under=()
-for w in "${WORKLOADS[@]}"; do
-  now=$(awk -v c="$(cat "$out/$w")" -v n="$PAIRS" 'BEGIN {printf "%.1f", c / n}')
+for w in "${WORKLOADS[@]}" "${REPLAYS[@]}"; do
+  if [[ $w == replay:* ]]; then now=$(cat "$out/$w"); else
+  now=$(awk -v c="$(cat "$out/$w")" -v n="$PAIRS" 'BEGIN {printf "%.1f", c / n}'); fi
   base=$(awk -F'\t' -v w="$w" '$1 == w {print $2}' "$BASELINE")
   if [ -z "$base" ]; then
-    printf '%-18s %12s %12s %8s\n' "$w" "-" "$now" "new"
+    printf '%-44s %12s %12s %8s\n' "$w" "-" "$now" "new"
     over+=("$w (not in the baseline)")
     continue
   fi
   change=$(awk -v a="$base" -v b="$now" 'BEGIN {printf "%+.1f", (b - a) / a * 100}')
-  printf '%-18s %12s %12s %7s %%\n' "$w" "$base" "$now" "$change"
+  printf '%-44s %12s %12s %7s %%\n' "$w" "$base" "$now" "$change"
   if awk -v c="$change" -v l="$LIMIT" 'BEGIN {exit !(c > l)}'; then over+=("$w ($change %)"); fi
   if awk -v c="$change" -v l="$NOTE" 'BEGIN {exit !(c <= -l)}'; then under+=("$w ($change %)"); fi
 done
@@ -129,4 +182,4 @@ if [ ${#over[@]} -gt 0 ]; then
   echo "        $BASELINE in a commit whose message says why." >&2
   exit 1
 fi
-echo "icount: every workload within $LIMIT % of the baseline ($PAIRS pairs each)" >&2
+echo "icount: every workload within $LIMIT % of the baseline ($PAIRS pairs each, ${#REPLAYS[@]} replayed applications)" >&2
