@@ -433,12 +433,6 @@ fn analyse_command(args: &AnalyseArgs) -> i32 {
         reader.server_ports = args.server_ports.clone();
     }
     let began = std::time::Instant::now();
-    let size: u64 = args
-        .files
-        .iter()
-        .filter_map(|f| std::fs::metadata(f).ok())
-        .map(|m| m.len())
-        .sum();
     let analysed = match crate::app::offline::analyse(&settings, &args.files, reader) {
         Ok(a) => a,
         Err(e) => {
@@ -447,6 +441,7 @@ fn analyse_command(args: &AnalyseArgs) -> i32 {
         }
     };
     let took = began.elapsed().as_secs_f64();
+    let size = analysed.bytes;
     let a = &analysed.account;
     eprintln!(
         "wirelint: read {} capture{} ({:.1} MB in {took:.2} s, {:.1} MB/s): {} packets, {} connections, {} requests, {} replies",

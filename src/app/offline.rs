@@ -44,6 +44,8 @@ pub struct Offline {
 pub struct Analysed {
     pub report: Report,
     pub account: Account,
+    /// Bytes of capture read (uncompressed).
+    pub bytes: u64,
 }
 
 impl Offline {
@@ -135,6 +137,7 @@ impl Offline {
         Analysed {
             report: state.report(),
             account,
+            bytes: 0,
         }
     }
 }
@@ -159,7 +162,10 @@ pub fn analyse(
     for file in files {
         reader.read_file(file, &mut |e| offline.event(e))?;
     }
+    let bytes = reader.bytes_read();
     let account = reader.finish(&mut |e| offline.event(e));
     // (The reading's CPU time too: offline, they are one job.)
-    Ok(offline.finish(account, thread_cpu_nanos().saturating_sub(began)))
+    let mut analysed = offline.finish(account, thread_cpu_nanos().saturating_sub(began));
+    analysed.bytes = bytes;
+    Ok(analysed)
 }

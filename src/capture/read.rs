@@ -215,6 +215,22 @@ pub struct Reader {
     origin: Option<i128>,
     /// The last packet's time, for packets that carry none.
     last: Option<i128>,
+    /// Bytes of capture read (after gzip, for a gzipped one).
+    bytes_read: u64,
+}
+
+/// A reader that counts what is read through it.
+struct Counted<'c, R> {
+    inner: R,
+    read: &'c std::cell::Cell<u64>,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
 }
 
 /// An interface of a capture: what its packets are and how their time is
@@ -293,7 +309,13 @@ impl Reader {
             connections: tcp::Connections::new(settings.max_out_of_order),
             origin: None,
             last: None,
+            bytes_read: 0,
         }
+    }
+
+    /// Bytes of capture read so far (uncompressed).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
     }
 
     /// Reads one capture (pcap or pcapng, told apart by its magic; either
@@ -304,6 +326,25 @@ impl Reader {
     /// stay unique, and `at` is measured from the first packet of the
     /// first capture.
     pub fn read(
+        &mut self,
+        input: impl Read,
+        name: &str,
+        out: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<()> {
+        let read = std::cell::Cell::new(0);
+        let outcome = self.read_counted(
+            Counted {
+                inner: input,
+                read: &read,
+            },
+            name,
+            out,
+        );
+        self.bytes_read += read.get();
+        outcome
+    }
+
+    fn read_counted(
         &mut self,
         mut input: impl Read,
         name: &str,
