@@ -26,20 +26,24 @@
 //! 3. [`proxy`]: listener, sessions, upstream connections, TLS, the hello
 //!    rewrite. `proxy::session` is the hot path: two loops per client, each
 //!    forwarding whole messages and handing them to the [`proxy::Tap`].
-//! 4. [`analysis`]: implements the tap. `analysis::engine` turns messages
+//! 4. [`capture`]: packet captures: the proxy's own (`--capture`, pcapng)
+//!    and tcpdump's or Wireshark's read back into messages, TCP reassembled
+//!    (`wirelint analyse`).
+//! 5. [`analysis`]: implements the tap. `analysis::engine` turns messages
 //!    into operations (the `command` model, request/reply pairing, `shape`s,
 //!    access `patterns`, `namespaces`, `partition` targeting) and calls
 //!    the hooks of `analysis::rule::Rule`; what is learnt is kept in
 //!    `analysis::knowledge::Knowledge`, every table of it charged to the
 //!    memory budget in `analysis::budget`.
-//! 5. [`rules`]: one file per rule id; `rules::all()` is the catalogue. Read
+//! 6. [`rules`]: one file per rule id; `rules::all()` is the catalogue. Read
 //!    `rules/wl102_large_array.rs` for a small one.
-//! 6. [`report`]: the JSON report, the access-pattern table, SARIF, diff.
-//! 7. [`admin`]: the HTTP endpoints.
-//! 8. [`config`]: `wirelint.toml`, flags and environment, merged.
-//! 9. [`app`]: assembles all of the above into a running [`Proxy`] — the
-//!    library API tests and applications use.
-//! 10. [`cli`]: the `wirelint` command line.
+//! 7. [`report`]: the JSON report, the access-pattern table, SARIF, diff.
+//! 8. [`admin`]: the HTTP endpoints.
+//! 9. [`config`]: `wirelint.toml`, flags and environment, merged.
+//! 10. [`app`]: assembles all of the above into a running [`Proxy`] — the
+//!     library API tests and applications use — or an offline analysis of
+//!     captures (`app::offline`).
+//! 11. [`cli`]: the `wirelint` command line.
 
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
