@@ -17,7 +17,7 @@
 //!    wakes it when it is parked — a system call per pause in traffic,
 //!    none per message.
 //! 4. **Workers** (`worker`): plain threads that drain their queue, poll it
-//!    every few milliseconds while traffic flows and park when it stops; a
+//!    every 50–200 ms while traffic flows and park when it stops; a
 //!    panic on one message is caught and counted, never reaching the
 //!    forwarding path (`panic_hook` keeps it to one log line).
 //! 5. **Decoding** (`decode`): the worker's [`Decoder`] inflates
