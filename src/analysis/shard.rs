@@ -31,8 +31,11 @@ pub enum Event {
     },
     /// The connection ended: its state can go.
     Closed { conn: u64 },
-    /// Time passed: finish idle invocations, run periodic rule checks.
-    Tick,
+    /// Time passed: finish idle invocations, run periodic rule checks,
+    /// as of when the tick was taken (the messages queued before it were
+    /// read before then; a worker that takes it later must not judge
+    /// them by the time it wakes).
+    Tick(Instant),
 }
 
 /// The worker's state, as those who push see it: awake (pushing wakes
@@ -83,7 +86,7 @@ impl ShardQueue {
     /// A tick, unless the worker is parked with nothing for it to do.
     pub(super) fn tick(&self) {
         if self.worker_state.load(SeqCst) != WORKER_DEEP_PARKED {
-            let _ = self.push(Event::Tick);
+            let _ = self.push(Event::Tick(Instant::now()));
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::stats::Stats;
 use std::sync::atomic::{fence, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Analysis threads get a generous stack of their own: messages reach the
 /// walks at most [`MAX_NESTING`](super::decode::MAX_NESTING) deep, and the deepest
@@ -213,7 +213,7 @@ fn run(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut engi
             idle.wait(&shard);
             continue;
         };
-        let tick = matches!(event, Event::Tick);
+        let tick = matches!(event, Event::Tick(_));
         idle.saw(tick);
         if let Event::Message { frame, .. } = &event {
             uncounted.add(frame.len(), &stats, &queued_bytes);
@@ -232,7 +232,7 @@ fn run(shard: Shard, stats: Arc<Stats>, queued_bytes: Arc<AtomicUsize>, mut engi
                 }
             }
             Event::Closed { conn } => engine.closed(conn),
-            Event::Tick => engine.tick(Instant::now()),
+            Event::Tick(at) => engine.tick(at),
         }));
         if tick {
             // This thread's CPU time, for `--analysis-cpu`.
