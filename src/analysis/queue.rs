@@ -495,8 +495,12 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         for _ in 0..CALM_TICKS_BEFORE_LOWER {
-            // Ticks come every 250 ms; a few ms let the worker take each.
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            // Ticks come every 250 ms, and a worker keeping up takes each
+            // before the next (it looks every 50-200 ms).
+            let deadline = Instant::now() + std::time::Duration::from_secs(2);
+            while !queue.shards.0[0].queue.is_empty() && Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
             queue.tick();
         }
         assert_eq!(
