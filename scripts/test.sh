@@ -29,9 +29,11 @@
 #
 # With no arguments the test binaries run two at a time
 # ($WIRELINT_TEST_LANES), each one's output in target/test-logs/ (printed
-# when it fails). The release binary is built once, by the wheel
-# (scripts/wheel.sh), beside clippy and the test build; the hostile-analysis
-# suite, the wheel's test and the benchmark smoke check all use it.
+# when it fails); a job still running after $WIRELINT_JOB_TIMEOUT seconds
+# (2400) fails, its processes listed in its log. The release binary is
+# built once, by the wheel (scripts/wheel.sh), beside clippy and the test
+# build; the hostile-analysis suite, the wheel's test and the benchmark
+# smoke check all use it.
 #
 # Each step prints its seconds when it ends, and all of them at the end.
 #
@@ -182,13 +184,27 @@ else
       doc) name=doc args=(--doc) ;;
       *) name=$job args=(--test "${job%@*}") ;;
     esac
-    WIRELINT_BACKEND=$storage cargo test --locked --features e2e "${args[@]}" >"$TEST_LOGS/$name.log" 2>&1 || status=$?
+    local log=$TEST_LOGS/$name.log limit=${WIRELINT_JOB_TIMEOUT:-2400}
+    # No job may hold the run: past its limit, what is still running is
+    # listed in its log, and timeout(1) kills its process group (the test
+    # binary and whatever it started).
+    : >"$log"
+    ( sleep "$limit" && echo "==== $name: still running after $limit s; the processes then:" &&
+      ps -eo pid,ppid,pgid,etimes,args --forest ) >>"$log" 2>&1 &
+    local watchdog=$!
+    WIRELINT_BACKEND=$storage timeout --kill-after=30 "$((limit + 5))" \
+      cargo test --locked --features e2e "${args[@]}" >>"$log" 2>&1 || status=$?
+    pkill -P "$watchdog" sleep 2>/dev/null || true
+    kill "$watchdog" 2>/dev/null || true
     local took=$((SECONDS - began))
     local result
     # The sum over the job's binaries (--lib --bins is two).
     result=$(awk '/^test result:/ {r = r == "" || $3 == "ok." && r == "ok." ? $3 : "FAILED."; p += $4; f += $6; i += $8}
                   END {if (r != "") printf "%s %d passed; %d failed; %d ignored", r, p, f, i}' "$TEST_LOGS/$name.log")
     echo "$name $status $took" >>"$TEST_LOGS/results"
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+      result="FAILED: killed after $limit s (WIRELINT_JOB_TIMEOUT)"
+    fi
     printf '   %-20s %4d s  %s\n' "$name" "$took" "${result:-FAILED to run (status $status)}" >&2
   }
   export -f run_one

@@ -25,12 +25,11 @@ mod common;
 use common::Backend;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
+/// Maven: half an hour at most (its first run on a machine fetches Spring Boot from Maven Central).
 fn run(command: &mut Command) -> Output {
-    let out = command.output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    eprintln!("{:?}\n{}{}", command, text(&out.stdout), text(&out.stderr));
-    out
+    common::output_within(command, Duration::from_secs(1800))
 }
 
 /// Maven, without the variables `cargo test` sets for a test (nothing here

@@ -25,11 +25,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// npm, a test runner: five minutes at most (a run takes seconds; an install, under a minute).
 fn run(command: &mut Command) -> Output {
-    let out = command.output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    eprintln!("{:?}\n{}{}", command, text(&out.stdout), text(&out.stderr));
-    out
+    common::output_within(command, Duration::from_secs(300))
 }
 
 /// The tarball, packed once per test binary. Without the variables `cargo
@@ -701,4 +699,43 @@ fn jest_watch_runs_again_after_a_tripped_gate() {
 )]
 fn vitest_watch_prints_the_findings_of_each_run() {
     watch_runs_again_after_a_tripped_gate(Runner::Vitest);
+}
+
+/// The bound every outside command here runs under: a runner that never
+/// ends fails its test within the limit, and what it started (a worker,
+/// a proxy) goes with it.
+#[test]
+fn a_command_past_its_limit_fails_and_takes_its_children_with_it() {
+    let marker = "1000.25";
+    let began = Instant::now();
+    let ended = std::panic::catch_unwind(|| {
+        common::output_within(
+            Command::new("sh").args([
+                "-c",
+                &format!("sleep {marker} & echo started; sleep {marker}"),
+            ]),
+            Duration::from_secs(1),
+        )
+    });
+    let message = *ended
+        .expect_err("it was killed, and said so")
+        .downcast::<String>()
+        .unwrap();
+    assert!(message.contains("did not end within 1 s"), "{message}");
+    assert!(began.elapsed() < Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(200));
+    let left = Command::new("pgrep")
+        .args(["-f", &format!("sleep {marker}")])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    // One that ends is read whole.
+    let out = run(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]));
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.stdout, b"out\n");
+    assert_eq!(out.stderr, b"err\n");
 }

@@ -17,12 +17,11 @@ mod common;
 use common::Backend;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
+/// pip, pytest: fifteen minutes at most (the first pip install fetches from PyPI).
 fn run(command: &mut Command) -> Output {
-    let out = command.output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    eprintln!("{:?}\n{}{}", command, text(&out.stdout), text(&out.stderr));
-    out
+    common::output_within(command, Duration::from_secs(900))
 }
 
 fn pytest(venv: &Path, suite: &Path, upstream: &str, args: &[&str]) -> (i32, String) {

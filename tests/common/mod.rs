@@ -731,6 +731,92 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
     )
 }
 
+/// Runs an outside tool (npm, a test runner, Maven, pip) to its end, as
+/// `Command::output` does, but never longer than `limit`: past it, the
+/// command and everything it started (its process group) are killed and
+/// the test fails naming the command, with what it printed so far. A
+/// runner that never exits (an open handle, a registry that stops
+/// answering) fails its test instead of holding the whole run. The
+/// command, its output and its time are printed (shown when the test
+/// fails).
+pub fn output_within(command: &mut Command, limit: Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::sync::Arc;
+    let began = Instant::now();
+    let mut child = command
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let group = child.id();
+    // Each pipe read on a thread of its own into a buffer this side can
+    // take at any time: a pipe that a left-behind process holds open never
+    // ends its read.
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&buf);
+        let reader = std::thread::spawn(move || {
+            let Some(mut pipe) = pipe else { return };
+            let mut chunk = [0u8; 8192];
+            while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        (buf, reader)
+    };
+    let (stdout, out_reader) = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let (stderr, err_reader) = read(child.stderr.take().map(|p| Box::new(p) as _));
+    let kill_group = || {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{group}")])
+            .stderr(Stdio::null())
+            .status();
+    };
+    let deadline = began + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            kill_group();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The pipes end when every process holding them has; what the command
+    // left running past the deadline is killed.
+    while !(out_reader.is_finished() && err_reader.is_finished()) {
+        if Instant::now() >= deadline {
+            kill_group();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = |b: &Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+    eprintln!(
+        "{command:?} ({:.1} s)\n{}{}",
+        began.elapsed().as_secs_f64(),
+        text(&stdout),
+        text(&stderr)
+    );
+    let Some(status) = status else {
+        panic!(
+            "{command:?} did not end within {} s: killed with everything it started (its output is above)",
+            limit.as_secs()
+        );
+    };
+    let take = |b: Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
+    std::process::Output {
+        status,
+        stdout: take(stdout),
+        stderr: take(stderr),
+    }
+}
+
 pub fn wirelint_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wirelint"));
     for (key, _) in std::env::vars() {
