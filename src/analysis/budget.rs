@@ -254,8 +254,12 @@ impl Drop for Charge {
 /// unlink: for tables written on every operation and far larger than the
 /// processor's caches (every inserted `_id`), where an [`Lru`] costs a
 /// hash-table removal and a list unlink per entry forgotten, each a cache
-/// miss. The array (at most `cap` entries, and what the pool holds) is
-/// allocated and charged to its pool in full when the first entry comes.
+/// miss. The array starts at [`HASH_CACHE_FIRST`] slots when the first
+/// entry comes and doubles, up to `cap` entries and what the pool holds,
+/// whenever a new entry finds its set full: a short run (a test suite, a
+/// capture of a few hundred operations) neither allocates, clears nor
+/// frees the whole bound, and a long one reaches it after a handful of
+/// doublings. Each array is charged to the pool as it is allocated.
 pub struct HashCache<V> {
     slots: Vec<Option<(u64, V)>>,
     /// Entries at most (even, ≥ 2).
@@ -281,6 +285,9 @@ impl<V> Drop for HashCache<V> {
         self.pool.give_back(self.bytes(), self.len);
     }
 }
+
+/// The slots of a [`HashCache`]'s first array (fewer if its cap is lower).
+pub const HASH_CACHE_FIRST: usize = 256;
 
 impl<V> HashCache<V> {
     const SLOT: usize = std::mem::size_of::<Option<(u64, V)>>();
@@ -310,12 +317,32 @@ impl<V> HashCache<V> {
         self.slots.capacity() * Self::SLOT
     }
 
-    /// The first slot of the set `hash` picks (its bits mixed first, so
-    /// hashes that differ only in their high bits spread too).
+    /// The first slot of the set `hash` picks in the array as it is now
+    /// (its bits mixed first, so hashes that differ only in their high
+    /// bits spread too).
     fn set(&self, hash: u64) -> usize {
-        let sets = (self.cap / 2) as u128;
+        let sets = (self.slots.len() / 2) as u128;
         let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) as u128;
         2 * ((mixed * sets) >> 64) as usize
+    }
+
+    /// Moves the entries into an array of `slots` slots (even), the older
+    /// of each set first, so each set keeps its newest first; one that no
+    /// longer fits (a cap that is not a doubling) is counted as evicted.
+    fn grow_to(&mut self, slots: usize) {
+        let mut fresh = Vec::with_capacity(slots);
+        fresh.resize_with(slots, || None);
+        let mut old = std::mem::replace(&mut self.slots, fresh);
+        self.pool.reserve(self.bytes());
+        self.pool
+            .give_back(old.capacity() * Self::SLOT, std::mem::take(&mut self.len));
+        for i in (0..old.len()).step_by(2) {
+            for j in [i + 1, i] {
+                if let Some((hash, value)) = old[j].take() {
+                    self.place(hash, value);
+                }
+            }
+        }
     }
 
     pub fn get(&self, hash: u64) -> Option<&V> {
@@ -328,14 +355,26 @@ impl<V> HashCache<V> {
             .map(|(_, v)| v)
     }
 
-    /// Stores `value` under `hash`, the most recent of its set; the older
-    /// entry of a full set is forgotten (counted as evicted).
+    /// Stores `value` under `hash`, the most recent of its set. A new
+    /// hash whose set is full doubles the array while it is under its cap;
+    /// at the cap, the older entry of the set is forgotten (counted as
+    /// evicted).
     pub fn insert(&mut self, hash: u64, value: V) {
         if self.slots.is_empty() {
-            self.slots = Vec::with_capacity(self.cap);
-            self.slots.resize_with(self.cap, || None);
-            self.pool.reserve(self.bytes());
+            self.grow_to(HASH_CACHE_FIRST.min(self.cap));
         }
+        while self.slots.len() < self.cap {
+            let i = self.set(hash);
+            let set = &self.slots[i..i + 2];
+            if set[1].is_none() || set.iter().flatten().any(|(h, _)| *h == hash) {
+                break;
+            }
+            self.grow_to((self.slots.len() * 2).min(self.cap));
+        }
+        self.place(hash, value);
+    }
+
+    fn place(&mut self, hash: u64, value: V) {
         let i = self.set(hash);
         let set = &mut self.slots[i..i + 2];
         let here = |slot: &Option<(u64, V)>| matches!(slot, Some((h, _)) if *h == hash);
@@ -668,6 +707,26 @@ mod tests {
             .filter(|h| ids.get(*h).is_some())
             .count();
         assert!(kept > 350, "{kept} of the last 500");
+        drop(ids);
+        assert_eq!((pool.usage().bytes, pool.usage().entries), (0, 0));
+
+        // The array starts small and doubles as entries come: under its
+        // cap nothing is forgotten, and the pool is charged what is held.
+        let pool = Pool::new("growing", 1 << 30);
+        let mut ids = HashCache::in_pool(1_000_000, pool.clone());
+        ids.insert(1, 1u64);
+        assert_eq!(ids.bytes(), HASH_CACHE_FIRST * HashCache::<u64>::SLOT);
+        for h in 2..=5000u64 {
+            ids.insert(h.wrapping_mul(0x2545_F491_4F6C_DD1D), h);
+        }
+        assert_eq!((ids.len(), ids.evicted), (5000, 0), "{ids:?}");
+        assert!(ids.bytes() < 1_000_000 * HashCache::<u64>::SLOT / 10);
+        assert!((2..=5000u64).all(|h| ids.get(h.wrapping_mul(0x2545_F491_4F6C_DD1D)) == Some(&h)));
+        assert_eq!(ids.get(1), Some(&1));
+        assert_eq!(
+            (pool.usage().entries, pool.usage().bytes),
+            (5000, ids.bytes())
+        );
         drop(ids);
         assert_eq!((pool.usage().bytes, pool.usage().entries), (0, 0));
 
