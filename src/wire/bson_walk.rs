@@ -290,6 +290,26 @@ fn value_len(value: &[u8], element_type: u8) -> Result<usize, WireError> {
     })
 }
 
+/// One more than the size of a value of each fixed-size element type (0:
+/// not of a fixed size), as [`value_len`] gives it.
+const FIXED_SIZE: [u8; 256] = {
+    let mut sizes = [0u8; 256];
+    let mut t = 0;
+    while t < 256 {
+        sizes[t] = match t {
+            0x01 | 0x09 | 0x11 | 0x12 => 9,
+            0x06 | 0x0A | 0xFF | 0x7F => 1,
+            0x07 => 13,
+            0x08 => 2,
+            0x10 => 5,
+            0x13 => 17,
+            _ => 0,
+        };
+        t += 1;
+    }
+    sizes
+};
+
 /// How deep documents and arrays nest in `doc` (a document alone is 1),
 /// found without recursion: an explicit stack of where each enclosing
 /// document resumes and ends, never more than `limit` of them (on the
@@ -325,6 +345,18 @@ pub fn nesting_depth(doc: &[u8], limit: usize) -> Result<usize, WireError> {
             .position(|&b| b == 0)
             .ok_or(WireError::InvalidBson("key without NUL"))?;
         let value_start = pos + 1 + nul + 1;
+        // Values of a fixed size (numbers, dates, ObjectIds, booleans:
+        // the elements of vectors and coordinates) are stepped over here,
+        // with the checks `value_len` and the bound below make.
+        let fixed = FIXED_SIZE[element_type as usize];
+        if fixed != 0 {
+            let next = value_start + usize::from(fixed - 1);
+            if next >= end {
+                return Err(WireError::InvalidBson("element runs past the document"));
+            }
+            pos = next;
+            continue;
+        }
         let value = &doc[value_start..end];
         let len = value_len(value, element_type)?;
         if len >= value.len() {
@@ -552,11 +584,18 @@ mod tests {
             "a": {"b": [1, {"c": "x"}, []], "e": {}}, "code": scope,
             "re": bson::Regex { pattern: "a".try_into().unwrap(), options: "i".try_into().unwrap() },
             "n": bson::Bson::Null, "z": 2.5,
+            // Every value of a fixed size (stepped over without value_len).
+            "v": [1.5, 2i64, true, bson::oid::ObjectId::from_bytes([7; 12]),
+                  bson::DateTime::from_millis(3), bson::Timestamp { time: 1, increment: 2 },
+                  bson::Decimal128::from_bytes([1; 16]), bson::Bson::MinKey, bson::Bson::MaxKey,
+                  bson::Bson::Undefined, 4i32],
         };
         let bytes = bson::RawDocumentBuf::try_from(&doc).unwrap().into_bytes();
         let mut cases = vec![bytes.clone()];
         for at in 0..bytes.len() {
-            for b in [0u8, 1, 3, 4, 5, 0x0F, 0x7f, 0xff] {
+            for b in [
+                0u8, 1, 3, 4, 5, 6, 7, 8, 9, 0x0A, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x7f, 0xff,
+            ] {
                 let mut c = bytes.clone();
                 c[at] = b;
                 cases.push(c);
