@@ -551,22 +551,53 @@ fn the_bin_shim_runs_the_bundled_binary() {
     assert_eq!(out.status.code(), Some(7));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "args: a b c\n");
 
-    let mut child = shim_command()
-        .env("WIRELINT_BINARY", &fake)
+    // A SIGTERM as soon as the binary runs reaches it: the shim passes
+    // signals on from before it starts the binary. A signal between the
+    // two would end the shim alone and leave the binary running,
+    // orphaned; twenty runs, as such a gap is hit on about one in five.
+    for _ in 0..20 {
+        sigterm_reaches_the_binary(shim_command().env("WIRELINT_BINARY", &fake));
+    }
+}
+
+/// Starts `shim wait` (in a process group of its own), sends the shim a
+/// SIGTERM as soon as the stand-in says it is ready, and checks that the
+/// stand-in got it and the shim ended as it did; whatever is left running
+/// is killed, so a failure never hangs the suite.
+fn sigterm_reaches_the_binary(shim: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let mut child = shim
         .arg("wait")
+        .process_group(0)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let pid = child.id();
+    let kill_group = scopeguard::guard((), |_| {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stderr(Stdio::null())
+            .status();
+    });
     let mut stdout = child.stdout.take().unwrap();
-    let mut line = [0u8; 6];
-    std::io::Read::read_exact(&mut stdout, &mut line).unwrap();
-    assert_eq!(&line, b"ready\n");
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = [0u8; 6];
+        let ready = std::io::Read::read_exact(&mut stdout, &mut line).map(|_| line);
+        let _ = tx.send(ready.map(|l| l.to_vec()));
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
+        let _ = tx.send(Ok(rest.into_bytes()));
+    });
+    let within = Duration::from_secs(10);
+    let ready = rx.recv_timeout(within).expect("the stand-in said nothing");
+    assert_eq!(ready.unwrap(), b"ready\n");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let deadline = Instant::now() + within;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -574,10 +605,16 @@ fn the_bin_shim_runs_the_bundled_binary() {
         assert!(Instant::now() < deadline, "the shim did not end on SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    assert_eq!(rest, "got TERM\n", "the signal reached the binary");
+    let rest = rx
+        .recv_timeout(within)
+        .expect("the binary did not end with the shim: it never got the signal");
+    assert_eq!(
+        String::from_utf8(rest.unwrap()).unwrap(),
+        "got TERM\n",
+        "the signal reached the binary"
+    );
     assert_eq!(status.code(), Some(9));
+    drop(kill_group);
 }
 
 /// No `MONGODB_URI`: the setup starts MongoDB with @testcontainers/mongodb

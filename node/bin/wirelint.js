@@ -16,10 +16,14 @@ try {
   process.exit(127);
 }
 
-const child = spawn(exe, process.argv.slice(2), { stdio: "inherit" });
+// The handlers come before the binary starts: a signal that arrived
+// between the two would otherwise end this process the default way and
+// leave the binary running, orphaned, holding our stdout.
 const signals = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"];
-const forward = (signal) => child.kill(signal);
+let child = null;
+const forward = (signal) => child && child.kill(signal);
 for (const signal of signals) process.on(signal, forward);
+child = spawn(exe, process.argv.slice(2), { stdio: "inherit" });
 
 child.on("error", (err) => {
   process.stderr.write(`wirelint: cannot run ${exe}: ${err.message}\n`);
