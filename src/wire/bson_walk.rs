@@ -268,14 +268,14 @@ fn cstr_len(doc: &[u8], at: usize) -> Result<usize, WireError> {
 /// The size in bytes of a value of `element_type` at the start of `value`
 /// (the rest of the document from there).
 fn value_len(value: &[u8], element_type: u8) -> Result<usize, WireError> {
+    let fixed = FIXED_SIZE[element_type as usize];
+    if fixed != 0 {
+        return Ok(usize::from(fixed - 1));
+    }
     Ok(match element_type {
-        0x01 | 0x09 | 0x11 | 0x12 => 8,
         0x02 | 0x0D | 0x0E => len_prefixed(value, 0, 1, 4)?,
         0x03 | 0x04 => len_prefixed(value, 0, 5, 0)?,
         0x05 => len_prefixed(value, 0, 0, 5)?,
-        0x06 | 0x0A | 0xFF | 0x7F => 0,
-        0x07 => 12,
-        0x08 => 1,
         0x0B => {
             let a = cstr_len(value, 0)?;
             a + cstr_len(value, a)?
@@ -284,14 +284,13 @@ fn value_len(value: &[u8], element_type: u8) -> Result<usize, WireError> {
             .checked_add(12)
             .ok_or(WireError::InvalidBson("length overflows"))?,
         0x0F => len_prefixed(value, 0, 14, 0)?,
-        0x10 => 4,
-        0x13 => 16,
         _ => return Err(WireError::InvalidBson("unknown element type")),
     })
 }
 
 /// One more than the size of a value of each fixed-size element type (0:
-/// not of a fixed size), as [`value_len`] gives it.
+/// not of a fixed size): what [`value_len`] gives for them, and what
+/// [`nesting_depth`] steps over without calling it.
 const FIXED_SIZE: [u8; 256] = {
     let mut sizes = [0u8; 256];
     let mut t = 0;
