@@ -572,13 +572,7 @@ fn sigterm_reaches_the_binary(shim: &mut Command) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let kill_group = scopeguard::guard((), |_| {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pid}")])
-            .stderr(Stdio::null())
-            .status();
-    });
+    let kill_group = scopeguard::guard(child.id(), common::kill_process_group);
     let mut stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -731,6 +731,14 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
     )
 }
 
+/// SIGKILL to every process of the group `group` leads (a child spawned
+/// with `process_group(0)`); none left is not an error.
+pub fn kill_process_group(group: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(group as i32) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
 /// Runs an outside tool (npm, a test runner, Maven, pip) to its end, as
 /// `Command::output` does, but never longer than `limit`: past it, the
 /// command and everything it started (its process group) are killed and
@@ -769,12 +777,7 @@ pub fn output_within(command: &mut Command, limit: Duration) -> std::process::Ou
     };
     let (stdout, out_reader) = read(child.stdout.take().map(|p| Box::new(p) as _));
     let (stderr, err_reader) = read(child.stderr.take().map(|p| Box::new(p) as _));
-    let kill_group = || {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{group}")])
-            .stderr(Stdio::null())
-            .status();
-    };
+    let kill_group = || kill_process_group(group);
     let deadline = began + limit;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
