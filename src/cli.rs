@@ -132,6 +132,13 @@ pub struct AnalyseArgs {
     /// Show literal values in findings (off by default: values stay private).
     #[arg(long)]
     pub show_values: bool,
+    /// The platform the captured server is, as for `wirelint proxy --target` [default: detected from the captured hello replies, else mongodb].
+    #[arg(
+        long,
+        env = "WIRELINT_TARGET",
+        value_name = "mongodb|cosmos-ru|cosmos-vcore|documentdb"
+    )]
+    pub target: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -419,6 +426,7 @@ fn analyse_command(args: &AnalyseArgs) -> i32 {
         upstream: Some("mongodb://127.0.0.1:27017".into()),
         config: args.config.clone(),
         show_values: args.show_values,
+        target: args.target.clone(),
         ..Default::default()
     };
     let settings = match proxy_args.settings() {

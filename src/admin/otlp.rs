@@ -483,6 +483,8 @@ struct PatternPoint {
     attributes: Vec<KeyValue>,
     calls: u64,
     round_trips: u64,
+    /// Estimated request units, when priced (`--target cosmos-ru`).
+    request_units: Option<f64>,
     /// Seconds at p50, p95, p99 and the max; none for `(other)`.
     latency: Option<[f64; 4]>,
 }
@@ -499,10 +501,14 @@ fn pattern_points(state: &AdminState) -> Vec<PatternPoint> {
     });
     let mut points = Vec::with_capacity(patterns.len().min(MAX_PATTERNS) + 1);
     let (mut other_calls, mut other_trips) = (0u64, 0u64);
+    let mut other_ru: Option<f64> = None;
     for (i, p) in patterns.iter().enumerate() {
         if i >= MAX_PATTERNS {
             other_calls += p.estimated_invocations;
             other_trips += p.round_trips;
+            if let Some(r) = &p.request_units {
+                *other_ru.get_or_insert(0.0) += r.total;
+            }
             continue;
         }
         let mut attributes = vec![
@@ -528,6 +534,7 @@ fn pattern_points(state: &AdminState) -> Vec<PatternPoint> {
             attributes,
             calls: p.estimated_invocations,
             round_trips: p.round_trips,
+            request_units: p.request_units.as_ref().map(|r| r.total),
             latency: Some([l.p50, l.p95, l.p99, l.max].map(|us| us as f64 / 1e6)),
         });
     }
@@ -539,6 +546,7 @@ fn pattern_points(state: &AdminState) -> Vec<PatternPoint> {
             ],
             calls: other_calls,
             round_trips: other_trips,
+            request_units: other_ru,
             latency: None,
         });
     }
@@ -570,6 +578,19 @@ fn pattern_instruments(meters: &SdkMeterProvider, state: AdminState) {
         .with_callback(move |o| {
             for p in pattern_points(&s) {
                 o.observe(p.round_trips, &p.attributes);
+            }
+        })
+        .build();
+    let s = state.clone();
+    meter
+        .f64_observable_counter("wirelint.pattern.request_units")
+        .with_unit("{request_unit}")
+        .with_description("Estimated Azure Cosmos DB request units of the access pattern's operations (target cosmos-ru only)")
+        .with_callback(move |o| {
+            for p in pattern_points(&s) {
+                if let Some(ru) = p.request_units {
+                    o.observe(ru, &p.attributes);
+                }
             }
         })
         .build();

@@ -10,9 +10,11 @@ use super::findings::{FindingEvent, FindingStore};
 use super::namespaces::{Caps, Namespaces};
 use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::{NamedBy, PatternTable};
+use super::request_units::Settings as RuSettings;
 use super::rule::{Hooks, Rule, RuleContext, RuleSettings};
 use super::shape::Shape;
 use super::suite::{Suite, TestRef};
+use super::target::{Target, TargetChoice, TargetSource};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -115,6 +117,15 @@ pub struct Knowledge {
     pub pools: Pools,
     /// Data operations the server refused (`ok: 0`): not learnt from.
     pub rejected_operations: u64,
+    /// Data operations the server throttled (Cosmos DB's 16500
+    /// TooManyRequests, 50 ExceededTimeLimit).
+    pub throttled_operations: u64,
+    /// The platform in force and how it was chosen.
+    pub target: TargetChoice,
+    /// Whether a hello reply was looked at for the platform.
+    target_looked: bool,
+    /// What the request-unit estimate knows of each collection.
+    pub request_units: RuSettings,
     /// Panics caught inside a rule's hook, by rule id.
     pub rule_panics: std::collections::BTreeMap<&'static str, u64>,
     /// The trace context of the operation the engine is handling (set and
@@ -178,6 +189,10 @@ impl Knowledge {
             forgotten_requests: 0,
             rule_panics: Default::default(),
             rejected_operations: 0,
+            throttled_operations: 0,
+            target: TargetChoice::default(),
+            target_looked: false,
+            request_units: RuSettings::default(),
             trace: None,
             test: None,
             hooks: rules
@@ -199,6 +214,51 @@ impl Knowledge {
     /// each engine takes the setting when it is made).
     pub fn fold_databases(&mut self, fold: Fold) {
         self.databases = Databases::new(fold, &self.pools.patterns);
+    }
+
+    /// Takes what `settings` says beyond the rules (before any engine is
+    /// made): how database names are folded, the platform when it is set,
+    /// and what the request-unit estimate knows of each collection.
+    pub fn configure(&mut self, settings: &super::Settings) {
+        self.fold_databases(settings.fold.clone());
+        if let Some(target) = settings.target {
+            self.target = TargetChoice {
+                target,
+                source: TargetSource::Set,
+            };
+        }
+        self.request_units = settings.request_units.clone();
+    }
+
+    /// The platform a hello reply names, when none was set: taken once,
+    /// and logged (an unknown platform keeps MongoDB's, said once too).
+    pub fn detected(&mut self, target: Option<Target>) {
+        if self.target.source != TargetSource::Default || self.target_looked {
+            return;
+        }
+        self.target_looked = true;
+        match target {
+            Some(target) => {
+                self.target = TargetChoice {
+                    target,
+                    source: TargetSource::Detected,
+                };
+                tracing::info!(
+                    target = target.name(),
+                    "platform detected from the upstream's hello: {}",
+                    target.title()
+                );
+            }
+            None => tracing::info!(
+                "the upstream's hello names no platform: taking MongoDB's limits \
+                 (set --target cosmos-ru, cosmos-vcore or documentdb if it is one of those)"
+            ),
+        }
+    }
+
+    /// Whether a hello reply is still wanted (no target set or detected).
+    pub fn wants_hello(&self) -> bool {
+        self.target.source == TargetSource::Default && !self.target_looked
     }
 
     /// Runs `f` for every enabled rule that implements one of `hooks`, with

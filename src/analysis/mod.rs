@@ -56,6 +56,7 @@ mod panic_hook;
 pub mod partition;
 pub mod patterns;
 mod queue;
+pub mod request_units;
 pub mod requests;
 pub mod rule;
 mod sampling;
@@ -63,6 +64,7 @@ mod sensitive;
 pub mod shape;
 mod shard;
 pub mod suite;
+pub mod target;
 pub mod trace_context;
 mod worker;
 
@@ -107,6 +109,12 @@ pub struct Settings {
     pub cpu_share: Option<f64>,
     /// How database names are folded for test suites (`--fold-databases`).
     pub fold: databases::Fold,
+    /// The platform (`--target`); `None`: detected from the upstream's
+    /// hello, else MongoDB.
+    pub target: Option<target::Target>,
+    /// What the request-unit estimate knows of each collection (its index
+    /// policy, its physical partitions).
+    pub request_units: request_units::Settings,
 }
 
 impl Default for Settings {
@@ -124,6 +132,8 @@ impl Default for Settings {
             min_sampling: 0,
             cpu_share: None,
             fold: databases::Fold::Auto,
+            target: None,
+            request_units: request_units::Settings::default(),
         }
     }
 }

@@ -95,6 +95,11 @@ pub struct PatternStats {
     /// Nanoseconds the analysis spent on this pattern's messages (see
     /// `engine::cost`).
     pub analysis_nanos: u64,
+    /// Estimated request units of its operations (see `request_units`;
+    /// 0 unless the platform is priced in them).
+    pub request_units: f64,
+    /// Its operations the server throttled (see `target::is_throttling`).
+    pub throttled: u64,
 }
 
 const MAX_SHAPES_PER_PATTERN: usize = 32;
@@ -156,11 +161,14 @@ impl PatternStats {
             last_trace_id: None,
             tests: Vec::new(),
             analysis_nanos: 0,
+            request_units: 0.0,
+            throttled: 0,
         }
     }
 
     /// Counts one error with server code `code` (past [`MAX_ERROR_CODES`]
-    /// distinct codes, under [`OTHER_ERROR`]).
+    /// distinct codes, under [`OTHER_ERROR`]); a throttling code counts as
+    /// a throttled operation too.
     pub fn count_error(&mut self, code: i32) {
         let code = if self.errors.len() < MAX_ERROR_CODES || self.errors.contains_key(&code) {
             code
@@ -168,6 +176,7 @@ impl PatternStats {
             OTHER_ERROR
         };
         *self.errors.entry(code).or_default() += 1;
+        self.throttled += u64::from(super::target::is_throttling(code));
     }
 
     pub fn operations_per_invocation(&self) -> f64 {
@@ -186,6 +195,9 @@ pub struct ShapeInfo {
     pub command: String,
     pub namespace: String,
     pub count: u64,
+    /// Estimated request units of its operations, and how many were priced.
+    pub request_units: f64,
+    pub priced: u64,
     /// Whether a query followed a result of this shape (it leads others).
     pub led: bool,
     /// Its reads sent several at once (see `analysis::bursts`).
@@ -235,6 +247,8 @@ pub struct Invocation {
     /// Its operations that a list's per-element follow-ups (WL401's) or
     /// counts of what a result holds (WL403's) explain.
     pub explained: u64,
+    /// Estimated request units of its round trips.
+    pub request_units: f64,
     /// The shapes of its other operations (neither explained nor batched),
     /// in order, the root's first: what a chatty request sends.
     pub chatty: SmallVec<[u64; 4]>,
@@ -299,6 +313,8 @@ impl PatternTable {
             command: super::budget::short_key(command).into_owned(),
             namespace: super::budget::short_key(namespace).into_owned(),
             count: 0,
+            request_units: 0.0,
+            priced: 0,
             led: false,
             bursts: BurstStats::default(),
         });
@@ -350,6 +366,7 @@ impl PatternTable {
         stats.explained += inv.explained - before(|c| c.explained);
         stats.docs_returned += inv.docs - before(|c| c.docs);
         stats.bytes_returned += inv.bytes - before(|c| c.bytes);
+        stats.request_units += inv.request_units - counted.map_or(0.0, |c| c.request_units);
         if counted.is_none() {
             let _ = stats.latency.record(inv.latency_micros.max(1));
         }
@@ -408,11 +425,27 @@ impl PatternTable {
 
     /// A round trip that belongs to no open invocation (a getMore whose
     /// cursor's pattern is no longer the connection's current one).
-    pub fn add_round_trip(&mut self, pattern: &str, round_trips: u64, docs: u64, bytes: u64) {
+    pub fn add_round_trip(
+        &mut self,
+        pattern: &str,
+        round_trips: u64,
+        docs: u64,
+        bytes: u64,
+        request_units: f64,
+    ) {
         if let Some(stats) = self.patterns.map_get_mut(pattern) {
             stats.round_trips += round_trips;
             stats.docs_returned += docs;
             stats.bytes_returned += bytes;
+            stats.request_units += request_units;
+        }
+    }
+
+    /// Adds an operation's estimated request units to its shape.
+    pub fn price_shape(&mut self, shape: u64, request_units: f64) {
+        if let Some(info) = self.shapes.map_get_mut(&shape) {
+            info.request_units += request_units;
+            info.priced += 1;
         }
     }
 

@@ -469,6 +469,7 @@ impl Requests {
                         errors: Vec::new(),
                         weight: op.weight,
                         explained: 0,
+                        request_units: 0.0,
                         chatty: smallvec::smallvec![shape.hash],
                     },
                     at: op.at,

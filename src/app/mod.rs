@@ -128,7 +128,7 @@ impl Proxy {
         knowledge
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .fold_databases(settings.analysis.fold.clone());
+            .configure(&settings.analysis);
         let upstream = settings.forward.upstream.to_string();
         let (queue, workers) =
             AnalysisQueue::start(&settings.analysis, stats.clone(), knowledge.clone());

@@ -64,7 +64,7 @@ impl Offline {
         knowledge
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .fold_databases(analysis.fold.clone());
+            .configure(analysis);
         Offline {
             stats: Arc::new(Stats::default()),
             engine: Engine::new(knowledge.clone(), None),

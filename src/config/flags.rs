@@ -180,6 +180,14 @@ pub struct ProxyArgs {
     )]
     pub fold_databases: Option<String>,
 
+    /// The platform behind the upstream, for its limits and prices: "mongodb", "cosmos-ru" (Azure Cosmos DB for MongoDB, request-unit based: RU estimated per operation, pattern and request; 2 MB items), "cosmos-vcore" or "documentdb" [default: detected from the upstream's hello, else mongodb].
+    #[arg(
+        long,
+        env = "WIRELINT_TARGET",
+        value_name = "mongodb|cosmos-ru|cosmos-vcore|documentdb"
+    )]
+    pub target: Option<String>,
+
     /// Allow literal values from the traffic (e.g. example ids) in findings. Off by default: outputs carry shapes only.
     #[arg(long, env = "WIRELINT_SHOW_VALUES")]
     pub show_values: bool,
@@ -352,6 +360,10 @@ impl Sources<'_> {
                     }
                 })?;
         }
+        if let Some((text, origin)) = pick!(self, target, "target") {
+            settings.analysis.target =
+                Some(super::parse_target(&text, "target", &origin.to_string())?);
+        }
         if let Some((n, _)) = pick!(self, analysis_workers, "analysis-workers") {
             settings.analysis.workers = n.max(1);
         }
@@ -521,7 +533,7 @@ fn duration(
 
 /// What only the config file (at `path`) can set: rules, limits, the
 /// analysis memory and partition keys.
-fn file_only(
+pub(super) fn file_only(
     file: &FileConfig,
     path: &std::path::Path,
     analysis: &mut crate::analysis::Settings,
@@ -533,6 +545,7 @@ fn file_only(
             super::parse_memory(text, "limits.analysis_memory", &path.display().to_string())?;
     }
     analysis.partition_keys = file.partition_keys(&path.display().to_string())?;
+    analysis.request_units = file.request_units(&path.display().to_string())?;
     for (ns, key, _) in &analysis.partition_keys {
         if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {
             return Err(ConfigError::Invalid {

@@ -134,6 +134,26 @@ pub fn parse_cpu_share(text: &str, key: &str, origin: &str) -> Result<f64, Confi
     }
 }
 
+/// A `--target` / `target` value: one of the platforms wirelint knows.
+pub fn parse_target(
+    text: &str,
+    key: &str,
+    origin: &str,
+) -> Result<analysis::target::Target, ConfigError> {
+    analysis::target::Target::parse(text).ok_or_else(|| ConfigError::Invalid {
+        origin: origin.to_string(),
+        key: key.to_string(),
+        message: format!(
+            "is {text:?}; use one of {}",
+            analysis::target::ALL
+                .iter()
+                .map(|t| format!("\"{t}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
 impl LimitsSection {
     pub fn apply(&self, caps: &mut analysis::namespaces::Caps) {
         if let Some(n) = self.namespaces {
@@ -182,6 +202,7 @@ pub struct ProxySection {
     pub show_values: Option<bool>,
     pub summary_interval: Option<String>,
     pub fold_databases: Option<String>,
+    pub target: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -193,6 +214,13 @@ pub struct CollectionSection {
     /// How the backend places documents by that key: `"ranged"` (MongoDB's
     /// default, and ours), `"hashed"` or `"cosmos"` (Azure Cosmos DB).
     pub partition_key_kind: Option<String>,
+    /// The paths its index policy covers, for the request-unit estimate
+    /// (Azure Cosmos DB indexes every path unless told otherwise): a list
+    /// of dotted paths.
+    pub indexed: Option<toml::Value>,
+    /// How many physical partitions its data spans, for the request-unit
+    /// estimate of a query that fans out (default: one per 50 GB seen).
+    pub physical_partitions: Option<toml::Value>,
     /// Rule settings for this namespace only.
     #[serde(default)]
     pub rules: BTreeMap<String, RuleSection>,
@@ -260,6 +288,79 @@ impl FileConfig {
             }
         }
         Ok(out)
+    }
+
+    /// `[collections."db.coll"] indexed = [...]` and `physical_partitions`:
+    /// what the request-unit estimate knows of each collection. A path
+    /// that is not a string, or a count that is not a positive integer, is
+    /// an error naming the key.
+    pub fn request_units(
+        &self,
+        origin: &str,
+    ) -> Result<analysis::request_units::Settings, ConfigError> {
+        use analysis::request_units::{Collection, IndexPolicy};
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key,
+            message,
+        };
+        let mut out = analysis::request_units::Settings::default();
+        for (ns, c) in &self.collections {
+            let mut collection = Collection::default();
+            if let Some(value) = &c.indexed {
+                let key = format!("collections.\"{ns}\".indexed");
+                let expected =
+                    "must be a list of dotted paths, e.g. indexed = [\"userId\", \"address.city\"]";
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| invalid(key.clone(), format!("{expected}, not {value}")))?;
+                let mut paths = Vec::new();
+                for (i, item) in list.iter().enumerate() {
+                    match item.as_str().map(str::trim) {
+                        Some(p) if !p.is_empty() => paths.push(p.to_string()),
+                        _ => {
+                            return Err(invalid(
+                                format!("{key}[{i}]"),
+                                format!("is {item}: {expected}"),
+                            ))
+                        }
+                    }
+                }
+                collection.index = IndexPolicy::Paths(paths);
+            }
+            if let Some(value) = &c.physical_partitions {
+                let n = value
+                    .as_integer()
+                    .filter(|n| *n >= 1)
+                    .and_then(|n| u32::try_from(n).ok());
+                collection.physical_partitions = Some(n.ok_or_else(|| {
+                    invalid(
+                        format!("collections.\"{ns}\".physical_partitions"),
+                        format!("is {value}: it must be a whole number of physical partitions, 1 or more"),
+                    )
+                })?);
+            }
+            if collection != Collection::default() {
+                out.collections.insert(ns.clone(), collection);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the file sets of the analysis (rules, limits, partition keys,
+    /// the request-unit inputs, `[proxy] target`), into `analysis`: for
+    /// tests, benchmarks and tools that take a `wirelint.toml` without the
+    /// proxy's flags.
+    pub fn apply(&self, path: &Path, analysis: &mut analysis::Settings) -> Result<(), ConfigError> {
+        flags::file_only(self, path, analysis)?;
+        if let Some(text) = &self.proxy.target {
+            analysis.target = Some(parse_target(
+                text,
+                "proxy.target",
+                &path.display().to_string(),
+            )?);
+        }
+        Ok(())
     }
 
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {

@@ -30,6 +30,13 @@ fn parts(p: Option<&PatternReport>) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
+fn ru(p: Option<&PatternReport>) -> String {
+    match p.and_then(|p| p.request_units.as_ref()) {
+        Some(r) => format!("{:.2}", r.per_invocation),
+        None => "—".into(),
+    }
+}
+
 fn rules_of(report: &Report, p: Option<&PatternReport>) -> Vec<String> {
     let Some(p) = p else { return Vec::new() };
     let mut v: Vec<String> = p
@@ -52,10 +59,21 @@ pub fn diff(before: &Report, after: &Report) -> String {
             names.push((p.name.clone(), p.named_by));
         }
     }
+    // Request units per call, when either run priced them.
+    let priced = before
+        .patterns
+        .iter()
+        .chain(&after.patterns)
+        .any(|p| p.request_units.is_some());
     let mut out = String::new();
+    let ru_header = if priced {
+        format!(" {:>20}", "RU/call")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{:<24} {:>14} {:>22} {:>22} {:>6}  findings",
+        "{:<24} {:>14} {:>22}{ru_header} {:>22} {:>6}  findings",
         "pattern", "round trips", "p50", "partitions", ""
     );
     for (name, named_by) in names {
@@ -85,9 +103,14 @@ pub fn diff(before: &Report, after: &Report) -> String {
                 .map(|r| format!("+{r}")),
         );
         let findings = findings.join(" ");
+        let ru_cell = if priced {
+            format!(" {:>20}", format!("{} → {}", ru(a), ru(b)))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "{:<24} {:>14} {:>22} {:>22} {:>6}  {}",
+            "{:<24} {:>14} {:>22}{ru_cell} {:>22} {:>6}  {}",
             label,
             format!("{} → {}", rt(a), rt(b)),
             format!("{} → {}", p50(a), p50(b)),

@@ -100,7 +100,21 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
     for s in reports.iter().flat_map(|r| &r.shapes) {
         shapes
             .entry(&s.id)
-            .and_modify(|t| t.count += s.count)
+            .and_modify(|t| {
+                // Per operation, weighted by each run's count.
+                t.request_units_per_operation =
+                    match (t.request_units_per_operation, s.request_units_per_operation) {
+                        (Some(a), Some(b)) if t.count + s.count > 0 => Some(
+                            ((a * t.count as f64 + b * s.count as f64)
+                                / (t.count + s.count) as f64
+                                * 100.0)
+                                .round()
+                                / 100.0,
+                        ),
+                        (a, b) => a.or(b),
+                    };
+                t.count += s.count;
+            })
             .or_insert_with(|| s.clone());
     }
     let mut shapes: Vec<super::ShapeReport> = shapes.into_values().collect();
@@ -168,6 +182,16 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
         findings,
         partition_keys,
         runs,
+        // Set over detected over the default; among equals, the first's.
+        target: reports
+            .iter()
+            .map(|r| r.target)
+            .max_by_key(|t| match t.source {
+                crate::analysis::target::TargetSource::Set => 2,
+                crate::analysis::target::TargetSource::Detected => 1,
+                crate::analysis::target::TargetSource::Default => 0,
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -189,6 +213,7 @@ fn add_counters(into: &mut super::Counters, from: &super::Counters) {
     into.decode_errors += from.decode_errors;
     into.findings_dropped += from.findings_dropped;
     into.rejected_operations += from.rejected_operations;
+    into.throttled_operations += from.throttled_operations;
     into.analysis_panics += from.analysis_panics;
     add_map(&mut into.commands, &from.commands);
     add_map(&mut into.skipped, &from.skipped);
@@ -255,6 +280,18 @@ fn merge_pattern(into: &mut PatternReport, from: &PatternReport) {
     into.docs_returned += from.docs_returned;
     into.bytes_returned += from.bytes_returned;
     add_map(&mut into.errors, &from.errors);
+    into.throttled += from.throttled;
+    // Request units add up; a run that priced none adds nothing.
+    into.request_units = match (&into.request_units, &from.request_units) {
+        (None, None) => None,
+        (a, b) => {
+            let total = |r: &Option<super::RequestUnits>| r.as_ref().map_or(0.0, |r| r.total);
+            Some(super::RequestUnits::of(
+                total(a) + total(b),
+                into.invocations,
+            ))
+        }
+    };
     let (p, q) = (&mut into.partitions, &from.partitions);
     p.single_shard += q.single_shard;
     p.multi_shard += q.multi_shard;
@@ -347,6 +384,7 @@ pub(crate) mod tests {
             runs: Vec::new(),
             folded_databases: Vec::new(),
             tests: Vec::new(),
+            target: Default::default(),
         }
     }
 
@@ -382,6 +420,8 @@ pub(crate) mod tests {
             tests: Vec::new(),
             analysis_us: 2.0 * invocations as f64,
             analysis_us_per_invocation: 2.0,
+            request_units: None,
+            throttled: 0,
         }
     }
 

@@ -18,6 +18,7 @@ use crate::analysis::budget::Lru;
 use crate::analysis::knowledge::Knowledge;
 use crate::analysis::patterns::{NamedBy, Partitions, ShapeInfo};
 use crate::analysis::suite::{TestCount, TestInfo};
+use crate::analysis::target::TargetChoice;
 use crate::rules::{Finding, Severity};
 use crate::stats::StatsSnapshot;
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,10 @@ pub struct Report {
     /// known and the operations each sent. Findings and patterns name them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests: Vec<TestInfo>,
+    /// The platform whose limits and prices the analysis used, and
+    /// whether it was set or detected from the upstream's hello.
+    #[serde(default)]
+    pub target: TargetChoice,
 }
 
 /// One proxy's run inside a merged report.
@@ -96,6 +101,10 @@ pub struct Counters {
     /// Data operations the server refused (`ok: 0`): counted, not learnt.
     #[serde(default)]
     pub rejected_operations: u64,
+    /// Of those, the ones it throttled (Cosmos DB's 16500 TooManyRequests
+    /// and 50 ExceededTimeLimit).
+    #[serde(default)]
+    pub throttled_operations: u64,
     /// Panics caught while analysing a message (outside any rule).
     #[serde(default)]
     pub analysis_panics: u64,
@@ -229,6 +238,39 @@ pub struct PatternReport {
     pub analysis_us: f64,
     #[serde(default)]
     pub analysis_us_per_invocation: f64,
+    /// Estimated request units, when the platform is priced in them
+    /// (`--target cosmos-ru`; see `docs/cosmos.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_units: Option<RequestUnits>,
+    /// Its operations the server throttled (error 16500 or 50).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub throttled: u64,
+}
+
+/// A pattern's estimated request units: in all, and per call.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RequestUnits {
+    pub total: f64,
+    pub per_invocation: f64,
+}
+
+impl RequestUnits {
+    /// From a total over `invocations` calls, rounded to hundredths.
+    pub fn of(total: f64, invocations: u64) -> RequestUnits {
+        let round = |x: f64| (x * 100.0).round() / 100.0;
+        RequestUnits {
+            total: round(total),
+            per_invocation: if invocations > 0 {
+                round(total / invocations as f64)
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -265,6 +307,9 @@ pub struct ShapeReport {
     pub command: String,
     pub namespace: String,
     pub count: u64,
+    /// Estimated request units per operation, when priced in them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_units_per_operation: Option<f64>,
 }
 
 /// Marks each finding that follows from another on the same design with
@@ -404,6 +449,7 @@ impl Report {
             f.databases = knowledge.databases.count_of(&f.namespace).map(|n| n as u64);
         }
         group(&mut findings);
+        let priced = knowledge.target.target.request_units();
         let mut shapes: Vec<ShapeReport> = knowledge
             .patterns
             .shapes
@@ -414,6 +460,8 @@ impl Report {
                 command: s.command.clone(),
                 namespace: s.namespace.clone(),
                 count: s.count,
+                request_units_per_operation: (s.priced > 0)
+                    .then(|| (s.request_units / s.priced as f64 * 100.0).round() / 100.0),
             })
             .collect();
         shapes.sort_by(|a, b| b.count.cmp(&a.count).then(a.text.cmp(&b.text)));
@@ -462,6 +510,8 @@ impl Report {
                 ),
                 analysis_us: p.analysis_nanos as f64 / 1e3,
                 analysis_us_per_invocation: 0.0,
+                request_units: priced.then(|| RequestUnits::of(p.request_units, p.invocations)),
+                throttled: p.throttled,
             })
             .collect();
         tests_from_patterns(&mut findings, &patterns);
@@ -495,6 +545,7 @@ impl Report {
                 commands: stats.commands.clone(),
                 skipped: stats.decode_errors.clone(),
                 rejected_operations: knowledge.rejected_operations,
+                throttled_operations: knowledge.throttled_operations,
                 analysis_panics: stats.analysis_panics,
                 rule_panics: knowledge
                     .rule_panics
@@ -510,6 +561,7 @@ impl Report {
             runs: Vec::new(),
             folded_databases: knowledge.databases.folded(),
             tests: knowledge.suite.tests().to_vec(),
+            target: knowledge.target,
         };
         report.counters.set_analysed_share();
         report

@@ -49,9 +49,44 @@ fn short(name: &str, width: usize) -> String {
 }
 
 struct Row {
-    cells: [String; 8],
+    cells: Vec<String>,
     /// A request's follow-ups, one call's (see [`follow_ups`]).
     follows: Option<String>,
+    /// Its operations the server throttled, said under it.
+    throttled: Option<String>,
+}
+
+/// Whether the report prices patterns in request units (`--target
+/// cosmos-ru`): the table then has an RU/call column.
+fn priced(report: &Report) -> bool {
+    report.target.target.request_units()
+        || report.patterns.iter().any(|p| p.request_units.is_some())
+}
+
+/// A pattern's estimated request units per call, as the RU column shows it.
+fn ru_per_call(p: &PatternReport) -> String {
+    match &p.request_units {
+        Some(ru) if p.invocations > 0 => {
+            let v = ru.per_invocation;
+            if v >= 100.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.2}")
+            }
+        }
+        _ => "-".into(),
+    }
+}
+
+/// What the table says under a throttled pattern.
+fn throttled(p: &PatternReport) -> Option<String> {
+    (p.throttled > 0).then(|| {
+        format!(
+            "throttled {} time{} (error 16500 TooManyRequests or 50 ExceededTimeLimit): the request units provisioned ran out",
+            p.throttled,
+            if p.throttled == 1 { "" } else { "s" }
+        )
+    })
 }
 
 /// What one call of a request does after its root: "then 5 × find
@@ -72,11 +107,12 @@ fn follow_ups(p: &PatternReport) -> Option<String> {
 }
 
 fn rows(report: &Report, width: usize) -> Vec<Row> {
+    let priced = priced(report);
     report
         .patterns
         .iter()
-        .map(|p| Row {
-            cells: [
+        .map(|p| {
+            let mut cells = vec![
                 match p.named_by {
                     NamedBy::Comment => p.name.clone(),
                     NamedBy::Shape => short(&p.name, width),
@@ -86,24 +122,57 @@ fn rows(report: &Report, width: usize) -> Vec<Row> {
                 human_micros(p.latency_us.p50),
                 human_micros(p.latency_us.p99),
                 per_call(p.docs_returned, p.invocations),
-                p.partitions.label().to_string(),
-                verdict(p, report),
-            ],
-            follows: follow_ups(p),
+            ];
+            if priced {
+                cells.push(ru_per_call(p));
+            }
+            cells.push(p.partitions.label().to_string());
+            cells.push(verdict(p, report));
+            Row {
+                cells,
+                follows: follow_ups(p),
+                throttled: throttled(p),
+            }
         })
         .collect()
 }
 
-const HEADERS: [&str; 8] = [
-    "Pattern",
-    "Calls",
-    "Round trips/call",
-    "p50",
-    "p99",
-    "Docs/call",
-    "Partitions",
-    "",
-];
+/// The table's headers (with `RU/call` when priced) and how many of the
+/// columns after the name are numbers, right-aligned.
+fn headers(priced: bool) -> (Vec<&'static str>, usize) {
+    let mut h = vec![
+        "Pattern",
+        "Calls",
+        "Round trips/call",
+        "p50",
+        "p99",
+        "Docs/call",
+    ];
+    if priced {
+        h.push("RU/call");
+    }
+    let numbers = h.len() - 1;
+    h.extend(["Partitions", ""]);
+    (h, numbers)
+}
+
+/// The platform line: which target the figures are for, and how it was
+/// chosen.
+fn target_line(report: &Report) -> Option<String> {
+    use crate::analysis::target::TargetSource;
+    let t = report.target;
+    let how = match t.source {
+        TargetSource::Set => "set",
+        TargetSource::Detected => "detected from the upstream's hello",
+        TargetSource::Default => return None,
+    };
+    let ru = if t.target.request_units() {
+        "; RU/call is an estimate from the traffic (docs/cosmos.md says how far to trust it)"
+    } else {
+        ""
+    };
+    Some(format!("Target: {} ({how}){ru}", t.target.title()))
+}
 
 /// A line saying how much of the traffic the analysis saw, when it
 /// sampled connections out (by the user's share or to shed load) or
@@ -124,7 +193,14 @@ fn sampled(report: &Report) -> Option<String> {
 /// share analysed, the databases folded, the patterns the memory limit
 /// dropped.
 fn notes(report: &Report) -> Vec<String> {
-    let mut lines: Vec<String> = sampled(report).into_iter().collect();
+    let mut lines: Vec<String> = target_line(report).into_iter().collect();
+    lines.extend(sampled(report));
+    if report.counters.throttled_operations > 0 {
+        lines.push(format!(
+            "The server throttled {} operations (Azure Cosmos DB's 16500 TooManyRequests or 50 ExceededTimeLimit)",
+            report.counters.throttled_operations
+        ));
+    }
     for f in report.folded_databases.iter().filter(|f| f.databases > 1) {
         lines.push(format!(
             "Folded {}{} databases named per test or per worker into {} (--fold-databases off keeps them apart)",
@@ -177,7 +253,8 @@ pub fn text(report: &Report) -> String {
         "\nAccess patterns (latency per call, measured at the proxy)\n"
     );
     let rows = rows(report, NAME_WIDTH);
-    let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.chars().count()).collect();
+    let (headers, numbers) = headers(priced(report));
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
         for (i, c) in r.cells.iter().enumerate() {
             widths[i] = widths[i].max(c.chars().count());
@@ -187,7 +264,7 @@ pub fn text(report: &Report) -> String {
         let mut l = String::from("  ");
         for (i, c) in cells.iter().enumerate() {
             let pad = widths[i] - c.chars().count();
-            if (1..6).contains(&i) {
+            if (1..=numbers).contains(&i) {
                 l.push_str(&" ".repeat(pad));
                 l.push_str(c);
             } else {
@@ -198,12 +275,15 @@ pub fn text(report: &Report) -> String {
         }
         l.trim_end().to_string()
     };
-    let headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
     let _ = writeln!(out, "{}", line(&headers));
     for r in &rows {
         let _ = writeln!(out, "{}", line(&r.cells));
         if let Some(follows) = &r.follows {
             let _ = writeln!(out, "    ↳ {follows}");
+        }
+        if let Some(throttled) = &r.throttled {
+            let _ = writeln!(out, "    ↳ {throttled}");
         }
     }
     if rows.is_empty() {
@@ -264,8 +344,9 @@ pub fn markdown(report: &Report) -> String {
         let _ = writeln!(out, "{line}\n");
     }
     let _ = writeln!(out, "## Access patterns\n");
-    let _ = writeln!(out, "| {} |", HEADERS.join(" | "));
-    let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|---|---|");
+    let (headers, numbers) = headers(priced(report));
+    let _ = writeln!(out, "| {} |", headers.join(" | "));
+    let _ = writeln!(out, "|---|{}---|---|", "--:|".repeat(numbers));
     for r in rows(report, usize::MAX) {
         let mut cells = r.cells.clone();
         let code = |s: &str| format!("`{}`", s.replace('|', "\\|").replace('`', "'"));
@@ -273,6 +354,9 @@ pub fn markdown(report: &Report) -> String {
             Some(f) => format!("{}<br>↳ {}", code(&cells[0]), code(f)),
             None => code(&cells[0]),
         };
+        if let Some(t) = &r.throttled {
+            cells[0] = format!("{}<br>↳ {t}", cells[0]);
+        }
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     let _ = writeln!(

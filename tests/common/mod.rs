@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod expected;
+pub mod fault;
 pub mod recording;
 pub mod tcpdump;
 

@@ -66,19 +66,53 @@ pub(super) fn pattern_latency(scrape: &Scrape<'_>) -> Vec<Series> {
 
 /// Each busy pattern's round trips; the others' added up under `(other)`.
 pub(super) fn pattern_round_trips(scrape: &Scrape<'_>) -> Vec<Series> {
+    per_pattern(
+        scrape,
+        |p| Some(p.round_trips as f64),
+        |n| Value::Count(n as u64),
+    )
+}
+
+/// Each busy pattern's estimated request units (only when priced: see
+/// `--target cosmos-ru`), the others' added up under `(other)`.
+pub(super) fn pattern_request_units(scrape: &Scrape<'_>) -> Vec<Series> {
+    per_pattern(
+        scrape,
+        |p| p.request_units.as_ref().map(|r| r.total),
+        Value::Real,
+    )
+}
+
+/// Each busy pattern's throttled operations, where there were any.
+pub(super) fn pattern_throttled(scrape: &Scrape<'_>) -> Vec<Series> {
+    per_pattern(
+        scrape,
+        |p| (p.throttled > 0).then_some(p.throttled as f64),
+        |n| Value::Count(n as u64),
+    )
+}
+
+/// One series per busy pattern that has a value, the other patterns'
+/// values added up under `(other)`.
+fn per_pattern(
+    scrape: &Scrape<'_>,
+    value: impl Fn(&crate::report::PatternReport) -> Option<f64>,
+    shown: impl Fn(f64) -> Value,
+) -> Vec<Series> {
     let mut series = Vec::new();
-    let mut other = 0;
+    let mut other = None;
     for p in &scrape.report.patterns {
+        let Some(v) = value(p) else { continue };
         if scrape.patterns.contains(p.name.as_str()) {
             let labels = vec![("pattern", p.name.clone())];
-            series.push(Series::new(labels, Value::Count(p.round_trips)));
+            series.push(Series::new(labels, shown(v)));
         } else {
-            other += p.round_trips;
+            *other.get_or_insert(0.0) += v;
         }
     }
-    if other > 0 {
+    if let Some(v) = other.filter(|v| *v > 0.0) {
         let labels = vec![("pattern", OTHER.into())];
-        series.push(Series::new(labels, Value::Count(other)));
+        series.push(Series::new(labels, shown(v)));
     }
     series
 }

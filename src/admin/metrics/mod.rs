@@ -43,7 +43,7 @@ mod labelled;
 use labelled::MAX_FINDING_SERIES;
 use labelled::{
     finding, finding_first_seen, findings, pattern_call_duration, pattern_latency,
-    pattern_round_trips,
+    pattern_request_units, pattern_round_trips, pattern_throttled,
 };
 
 /// The Content-Type of [`render_metrics`]' text.
@@ -479,6 +479,41 @@ const FAMILIES: &[Family] = &[
         kind: Kind::Counter,
         help: "Round trips of each access pattern.",
         series: pattern_round_trips,
+    },
+    Family {
+        name: "wirelint_pattern_request_units_total",
+        kind: Kind::Counter,
+        help: "Estimated request units (RU) of each access pattern's operations, priced as Azure Cosmos DB for MongoDB (RU) would (only with target cosmos-ru; an estimate: docs/cosmos.md).",
+        series: pattern_request_units,
+    },
+    Family {
+        name: "wirelint_pattern_throttled_total",
+        kind: Kind::Counter,
+        help: "Operations of each access pattern the server throttled (Azure Cosmos DB's 16500 TooManyRequests, 50 ExceededTimeLimit).",
+        series: pattern_throttled,
+    },
+    Family {
+        name: "wirelint_throttled_operations_total",
+        kind: Kind::Counter,
+        help: "Data operations the server throttled (16500 TooManyRequests, 50 ExceededTimeLimit), all patterns.",
+        series: |s| one(Value::Count(s.report.counters.throttled_operations)),
+    },
+    Family {
+        name: "wirelint_target_info",
+        kind: Kind::Gauge,
+        help: "The platform whose limits and prices the analysis uses (target) and how it was chosen (source: set, detected from the upstream's hello, or default).",
+        series: |s| {
+            let t = s.report.target;
+            let source = match t.source {
+                crate::analysis::target::TargetSource::Set => "set",
+                crate::analysis::target::TargetSource::Detected => "detected",
+                crate::analysis::target::TargetSource::Default => "default",
+            };
+            vec![Series::new(
+                vec![("target", t.target.name().into()), ("source", source.into())],
+                Value::Count(1),
+            )]
+        },
     },
     Family {
         name: "wirelint_analysis_table_entries",

@@ -290,6 +290,19 @@ impl<'a> Reply<'a> {
     pub fn n_modified(&self) -> Option<i64> {
         element_number(&field(self.body.as_bytes(), b"nModified")?)
     }
+
+    /// How many documents an update's reply says it inserted (its
+    /// `upserted` array), or a findAndModify's (`lastErrorObject.upserted`).
+    pub fn upserted(&self) -> u64 {
+        let body = self.body.as_bytes();
+        if let Some(e) = field(body, b"upserted").filter(|e| e.element_type == 0x04) {
+            return elements(e.value).map_while(Result::ok).count() as u64;
+        }
+        field(body, b"lastErrorObject")
+            .filter(|e| e.element_type == 0x03)
+            .and_then(|e| field(e.value, b"upserted"))
+            .map_or(0, |_| 1)
+    }
 }
 
 #[cfg(test)]

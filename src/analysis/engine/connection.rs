@@ -137,6 +137,7 @@ pub(super) fn fold_round_trip(
             inv.latency_micros += trip.latency_micros;
             inv.docs += trip.docs;
             inv.bytes += trip.bytes;
+            inv.request_units += trip.request_units;
             inv.errors.extend(trip.errors);
         }
         None => lock(knowledge).patterns.add_round_trip(
@@ -144,6 +145,7 @@ pub(super) fn fold_round_trip(
             u64::from(!pending.continuation),
             trip.docs,
             trip.bytes,
+            trip.request_units,
         ),
     }
 }
@@ -155,4 +157,7 @@ pub(super) struct RoundTrip {
     pub(super) docs: u64,
     pub(super) bytes: u64,
     pub(super) errors: Vec<i32>,
+    /// Its estimated request units (0 unless the platform is priced in
+    /// them).
+    pub(super) request_units: f64,
 }

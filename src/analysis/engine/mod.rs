@@ -199,6 +199,9 @@ pub struct Engine {
     fold: Arc<Fold>,
     /// What each pattern's messages cost the analysis (see `cost`).
     costs: cost::Costs,
+    /// Whether hellos are paired with their replies: until the platform
+    /// is set or detected (see `Knowledge::wants_hello`).
+    hello_wanted: bool,
 }
 
 /// The highest sampling level: one connection in 64 analysed.
@@ -227,6 +230,7 @@ impl Engine {
             weight: 1,
             keep: KEEP_ALL,
             costs: cost::Costs::default(),
+            hello_wanted: true,
         }
     }
 
@@ -324,6 +328,13 @@ impl Engine {
                     // (`forget_stale`) drops the name before the first
                     // operation comes.
                     state.last_activity = Some(at);
+                }
+                // Its reply names the platform, until one is known.
+                if self.hello_wanted && expects_reply {
+                    self.hello_wanted = lock(&self.knowledge).wants_hello();
+                    if self.hello_wanted {
+                        self.remember(conn, request_id, Pending::new(at, parsed, None, false));
+                    }
                 }
             }
             Kind::KillCursors => {
@@ -444,7 +455,10 @@ impl Engine {
         let reply = index.and_then(|i| Reply::at(frame, &i));
         // Taken, not cloned: the request is done with once answered.
         let Some(mut origin) = pending.origin.take() else {
-            self.learn_partition_key(&pending, reply.as_ref());
+            match pending.request.command().map(|c| c.kind) {
+                Some(Kind::Hello) => self.learn_target(reply.as_ref()),
+                _ => self.learn_partition_key(&pending, reply.as_ref()),
+            }
             return;
         };
         self.costs.pattern = Some(origin.request_pattern().clone());
@@ -473,7 +487,7 @@ impl Engine {
         }
         let returned = Returned::of(outcome.reply);
         let docs = returned.documents();
-        self.complete(&pending, &origin, &outcome, &returned, latency);
+        let request_units = self.complete(&pending, &origin, &outcome, &returned, latency);
         if find {
             if let Some(state) = self.conns.get_mut(&conn) {
                 state.walk.read(&origin.namespace, walk.as_ref(), docs);
@@ -509,6 +523,7 @@ impl Engine {
             docs: docs.len() as u64,
             bytes: header.message_length.max(0) as u64,
             errors: outcome.errors,
+            request_units,
         };
         fold_round_trip(&mut self.requests, &self.knowledge, &pending, &origin, trip);
         if more_to_come {
@@ -579,6 +594,7 @@ impl Engine {
     fn count_refusal(&self, pattern: &str, errors: &[i32]) {
         let mut k = lock(&self.knowledge);
         k.rejected_operations += 1;
+        k.throttled_operations += throttled(errors);
         if let Some(p) = k.patterns.patterns.map_get_mut(pattern) {
             for code in errors {
                 p.count_error(*code);
@@ -588,7 +604,8 @@ impl Engine {
 
     /// An answered operation, under one lock: its cursor remembered (or
     /// forgotten once exhausted), the stored documents it returns observed,
-    /// and the rules' document and operation hooks run.
+    /// and the rules' document and operation hooks run. Returns its
+    /// estimated request units (0 unless the platform is priced in them).
     #[inline]
     fn complete(
         &self,
@@ -597,13 +614,25 @@ impl Engine {
         outcome: &Outcome<'_>,
         returned: &Returned<'_>,
         latency_micros: u64,
-    ) {
+    ) -> f64 {
         // The request again, for the rules' view of the operation.
         let cmd = pending.request.command();
         let docs = returned.documents();
+        let mut request_units = 0.0;
         let events = {
             let mut k = lock(&self.knowledge);
             track_cursor(&mut k, returned.cursor.as_ref(), pending, origin);
+            // Statements throttled in an accepted write (its writeErrors).
+            k.throttled_operations += throttled(&outcome.errors);
+            // Priced before the returned documents are observed: what an
+            // operation costs does not depend on what it brings back to
+            // the collection's typical size.
+            if k.target.target.request_units() {
+                if let Some(cmd) = cmd {
+                    request_units = price(&k, cmd, pending, origin, outcome.reply, docs);
+                    k.patterns.price_shape(origin.shape.hash, request_units);
+                }
+            }
             let stored = observe_returned(&mut k, origin, docs);
             match cmd {
                 Some(cmd) => {
@@ -632,6 +661,7 @@ impl Engine {
             }
         };
         self.emit(events);
+        request_units
     }
 
     /// A data operation the server accepted: it joins the connection's
@@ -782,6 +812,16 @@ impl Engine {
         (finished, follow_up, context)
     }
 
+    /// A hello's reply: the platform it names (see `target::detect`).
+    fn learn_target(&mut self, reply: Option<&Reply<'_>>) {
+        let Some(reply) = reply.filter(|r| r.ok()) else {
+            return;
+        };
+        let mut k = lock(&self.knowledge);
+        k.detected(super::target::detect(reply.body));
+        self.hello_wanted = k.wants_hello();
+    }
+
     /// A shardCollection / customAction the server accepted: its key.
     fn learn_partition_key(&self, pending: &Pending, reply: Option<&Reply<'_>>) {
         if !reply.is_some_and(|r| r.ok()) {
@@ -925,6 +965,60 @@ impl Engine {
             }
         }
     }
+}
+
+/// How many of an operation's error codes say it was throttled.
+fn throttled(errors: &[i32]) -> u64 {
+    errors
+        .iter()
+        .filter(|c| super::target::is_throttling(**c))
+        .count() as u64
+}
+
+/// The estimated request units of an answered operation, from what the
+/// knowledge store holds of its collection (see `request_units`).
+fn price(
+    k: &Knowledge,
+    cmd: &Command<'_>,
+    pending: &Pending,
+    origin: &RequestOrigin,
+    reply: Option<&Reply<'_>>,
+    docs: &[&bson::RawDocument],
+) -> f64 {
+    use super::request_units::{self as ru, IndexPolicy};
+    let namespace = &*origin.namespace;
+    let state = k.namespaces.get(namespace);
+    let (typical_bytes, data_bytes) =
+        state
+            .filter(|s| s.doc_sizes.count > 0)
+            .map_or((ru::TYPICAL_BYTES, 0), |s| {
+                let median = s.doc_sizes.quantile(0.5).max(1);
+                (median, median.saturating_mul(s.documents_seen))
+            });
+    let typical_fields = state
+        .and_then(|s| s.field_sets.iter().map(|(_, f)| f).max_by_key(|f| f.count))
+        .map(|f| f.fields.len() as u64)
+        .filter(|n| *n > 0)
+        .unwrap_or(10);
+    let collection = k.request_units.collection(namespace);
+    let everything = IndexPolicy::Everything;
+    let known = ru::Known {
+        typical_bytes,
+        typical_fields,
+        partitions: collection
+            .and_then(|c| c.physical_partitions)
+            .unwrap_or_else(|| ru::partitions_for(data_bytes)),
+        key: k.partition_keys.get(namespace),
+        index: collection.map_or(&everything, |c| &c.index),
+    };
+    ru::of_operation(
+        cmd,
+        reply,
+        docs,
+        pending.getmore,
+        origin.partitioning,
+        &known,
+    )
 }
 
 /// `part`, a slice of `frame`'s bytes, as a `Bytes` sharing them (no copy),
