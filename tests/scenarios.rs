@@ -38,11 +38,7 @@ async fn run_through_wirelint(
         .join("wirelint.toml");
     let config = wirelint::config::FileConfig::load(&config_path).unwrap();
     let mut settings = common::settings(&backend.uri());
-    settings.analysis.rules = wirelint::config::rule_settings(&config, &config_path).unwrap();
-    settings.analysis.partition_keys = config
-        .partition_keys(&config_path.display().to_string())
-        .unwrap();
-    config.limits.apply(&mut settings.analysis.caps);
+    config.apply(&config_path, &mut settings.analysis).unwrap();
     let workload = |uri: String| {
         let mut workload = python();
         workload.arg(script).arg(uri).args(args);
@@ -227,6 +223,163 @@ async fn seed004_blog_v1_v2_v3_diff() {
     );
     let c1 = line(&a, "C1");
     assert!(c1.contains("✅→✅"), "{a}");
+}
+
+/// The blogging platform page's table: each request's latency and request
+/// units (RU) in V1, V2 and V3, as the page measured them.
+const PAGE_RU: [(&str, [f64; 3]); 10] = [
+    ("C1", [5.71, 5.71, 5.71]),
+    ("Q1", [1.0, 1.0, 1.0]),
+    ("C2", [8.76, 8.76, 8.76]),
+    ("Q2", [19.54, 1.0, 1.0]),
+    ("Q3", [619.41, 201.54, 6.46]),
+    ("C3", [8.57, 15.27, 15.27]),
+    ("Q4", [27.72, 7.72, 7.72]),
+    ("C4", [7.05, 14.67, 14.67]),
+    ("Q5", [58.92, 8.92, 8.92]),
+    ("Q6", [2063.54, 532.33, 16.97]),
+];
+
+/// Up, down or flat: a change within a quarter either way is flat (every
+/// change the page calls one is at least 75 %).
+fn direction(from: f64, to: f64) -> &'static str {
+    if to > from * 1.25 {
+        "up"
+    } else if to < from / 1.25 {
+        "down"
+    } else {
+        "flat"
+    }
+}
+
+/// Runs the blogging platform's version `v` on a page-sized data set
+/// through wirelint under its scenario's config (target cosmos-ru); the
+/// RU per call of each of the page's requests, found by name when tagged,
+/// else by the shape its tagged run starts with (`roots`).
+async fn page_sized_ru(
+    v: usize,
+    tagged: bool,
+    roots: &std::collections::BTreeMap<String, String>,
+) -> (
+    std::collections::BTreeMap<String, f64>,
+    wirelint::report::Report,
+) {
+    let name = format!("seed004-blog-v{v}");
+    let backend = Backend::start(Default::default());
+    let script = common::manifest_dir().join("fixtures/blog/blogging.py");
+    let version = v.to_string();
+    let args = [version.as_str(), "0:2", "--page-sized"];
+    let report = run_through_wirelint(&name, &backend, &script, &args, tagged, false).await;
+    assert_eq!(
+        report.target.target,
+        wirelint::analysis::target::Target::CosmosRu
+    );
+    let mut ru = std::collections::BTreeMap::new();
+    for (request, _) in PAGE_RU {
+        let wanted = if tagged {
+            Some(request.to_string())
+        } else {
+            roots.get(request).cloned()
+        };
+        let found = report
+            .patterns
+            .iter()
+            .find(|p| Some(&p.name) == wanted.as_ref())
+            .and_then(|p| p.request_units.as_ref());
+        if let Some(r) = found {
+            ru.insert(request.to_string(), r.per_invocation);
+        }
+    }
+    (ru, report)
+}
+
+/// The page's table with an RU column: its ten requests run on a data set
+/// shaped as the page's (5–50 posts per user, up to 25 comments and 100
+/// likes per post) in V1, V2 and V3 under target cosmos-ru. Each request's
+/// estimate moves as the page's does from version to version (up, down or
+/// flat), the list requests Q3 and Q6 fall at least tenfold from V1 to V3,
+/// and at least 8 of the 10 V1 and of the 10 V3 estimates are within 3×
+/// of the page's figure. Untagged, the requests rebuilt from the traffic
+/// show the same tenfold falls. (docs/cosmos.md shows the table.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB and pymongo")]
+async fn seed004_blog_request_units_follow_the_page() {
+    use std::collections::BTreeMap;
+    let none = BTreeMap::new();
+    let mut got: Vec<BTreeMap<String, f64>> = Vec::new();
+    let mut roots: Vec<BTreeMap<String, String>> = Vec::new();
+    for v in 1..=3 {
+        let (ru, report) = page_sized_ru(v, true, &none).await;
+        // Each request's first shape: its name once untagged.
+        let mut first = BTreeMap::new();
+        for p in &report.patterns {
+            let root = report
+                .shapes
+                .iter()
+                .find(|s| Some(&s.id) == p.sequence.first());
+            if let Some(s) = root {
+                first.insert(p.name.clone(), s.text.clone());
+            }
+        }
+        got.push(ru);
+        roots.push(first);
+    }
+    let mut table = String::from("request   V1 page  V1 est   V2 page  V2 est   V3 page  V3 est\n");
+    for (request, page) in PAGE_RU {
+        let est = |v: usize| got[v].get(request).copied().unwrap_or(f64::NAN);
+        table.push_str(&format!(
+            "{request:<8}{:>9.2}{:>8.2}{:>10.2}{:>8.2}{:>10.2}{:>8.2}\n",
+            page[0],
+            est(0),
+            page[1],
+            est(1),
+            page[2],
+            est(2)
+        ));
+    }
+    println!("{table}");
+    for (request, page) in PAGE_RU {
+        let est: Vec<f64> = (0..3)
+            .map(|v| {
+                *got[v]
+                    .get(request)
+                    .unwrap_or_else(|| panic!("{request} V{}: no RU\n{table}", v + 1))
+            })
+            .collect();
+        for (a, b) in [(0, 1), (1, 2)] {
+            assert_eq!(
+                direction(est[a], est[b]),
+                direction(page[a], page[b]),
+                "{request} V{} → V{}: the estimate moves unlike the page's\n{table}",
+                a + 1,
+                b + 1
+            );
+        }
+    }
+    for request in ["Q3", "Q6"] {
+        let (v1, v3) = (got[0][request], got[2][request]);
+        assert!(v1 >= 10.0 * v3, "{request}: {v1} → {v3}\n{table}");
+    }
+    for v in [0, 2] {
+        let close = PAGE_RU
+            .iter()
+            .filter(|(request, page)| {
+                let (est, page) = (got[v][*request], page[v]);
+                est <= 3.0 * page && est >= page / 3.0
+            })
+            .count();
+        assert!(close >= 8, "V{}: {close} of 10 within 3×\n{table}", v + 1);
+    }
+
+    // Untagged: the same requests rebuilt from the traffic, named by their
+    // first shape.
+    let (u1, _) = page_sized_ru(1, false, &roots[0]).await;
+    let (u3, _) = page_sized_ru(3, false, &roots[2]).await;
+    println!("untagged V1: {u1:?}\nuntagged V3: {u3:?}");
+    for request in ["Q3", "Q6"] {
+        let (v1, v3) = (u1[request], u3[request]);
+        assert!(v1 >= 10.0 * v3, "untagged {request}: {v1} → {v3}");
+    }
 }
 
 /// Two instances of the V1 application share one database, each behind its
