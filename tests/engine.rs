@@ -1796,3 +1796,85 @@ fn operations_go_to_the_test_of_their_worker_or_their_claim() {
         .collect();
     assert_eq!(ops, [("test_orders", 1), ("test_claimed", 2)]);
 }
+
+/// A hello and its reply on connection `conn`.
+fn hello(e: &mut Engine, conn: u64, id: i32, reply: &bson::RawDocumentBuf) {
+    let t = Instant::now();
+    let request = rawdoc! {"hello": 1, "$db": "admin"};
+    e.message(
+        conn,
+        Direction::Request,
+        t,
+        Bytes::from(encode(id, 0, 0, request.as_bytes(), &[])),
+    );
+    e.message(
+        conn,
+        Direction::Reply,
+        t,
+        Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+    );
+}
+
+/// The first hello reply that names a platform sets the target (RU are
+/// estimated from then on), and no later one changes it; a reply that
+/// names none keeps MongoDB's, said once; a target that was set is never
+/// replaced by a detected one. Nothing is priced outside `cosmos-ru`.
+#[test]
+fn the_target_is_detected_from_the_first_hello_reply() {
+    use wirelint::analysis::target::{Target, TargetSource};
+    let cosmos = rawdoc! {
+        "ismaster": true, "maxWireVersion": 13, "minWireVersion": 0,
+        "hosts": ["acct-westus.mongo.cosmos.azure.com:10255"], "setName": "globaldb",
+        "me": "acct-westus.mongo.cosmos.azure.com:10255", "ok": 1.0
+    };
+    let find = rawdoc! {"find": "c", "filter": {"a": 1}, "comment": "Q", "$db": "d"};
+
+    // Unknown first: MongoDB's, and the question is settled.
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    hello(
+        &mut e,
+        1,
+        1,
+        &rawdoc! {"isWritablePrimary": true, "maxWireVersion": 21, "ok": 1.0},
+    );
+    hello(&mut e, 2, 2, &cosmos);
+    round_trip(&mut e, 1, 3, &find, batch(2));
+    e.flush();
+    {
+        let k = k.lock().unwrap();
+        assert_eq!(k.target.target, Target::MongoDb);
+        assert_eq!(k.target.source, TargetSource::Default);
+        assert_eq!(k.patterns.get("Q").unwrap().request_units, 0.0);
+    }
+
+    // Cosmos DB first: detected, and its operations priced.
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    hello(&mut e, 1, 1, &cosmos);
+    round_trip(&mut e, 1, 3, &find, batch(2));
+    e.flush();
+    {
+        let k = k.lock().unwrap();
+        assert_eq!(k.target.target, Target::CosmosRu);
+        assert_eq!(k.target.source, TargetSource::Detected);
+        let ru = k.patterns.get("Q").unwrap().request_units;
+        assert!(ru > 1.0 && ru < 3.0, "{ru}");
+    }
+
+    // Set: a Cosmos DB hello does not change it.
+    let k = knowledge();
+    let settings = wirelint::analysis::Settings {
+        target: Some(Target::DocumentDb),
+        ..Default::default()
+    };
+    k.lock().unwrap().configure(&settings);
+    let mut e = Engine::new(k.clone(), None);
+    hello(&mut e, 1, 1, &cosmos);
+    round_trip(&mut e, 1, 3, &find, batch(2));
+    e.flush();
+    let k = k.lock().unwrap();
+    assert_eq!(k.target.target, Target::DocumentDb);
+    assert_eq!(k.target.source, TargetSource::Set);
+    assert_eq!(k.patterns.get("Q").unwrap().request_units, 0.0);
+}

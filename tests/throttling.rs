@@ -738,3 +738,72 @@ async fn the_fault_injector_fails_every_statement_of_a_throttled_write() {
     );
     backend.abort();
 }
+
+/// A pattern throttled again and again is a finding (WL204); when most of
+/// its throttled calls carry one partition-key value, the finding names a
+/// hot partition. A pattern throttled once or twice, and one spread over
+/// many key values, are said as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB")]
+async fn repeated_throttling_is_a_finding_naming_the_hot_partition() {
+    let backend = Backend::start(Default::default());
+    let injector = CosmosThrottle::start(
+        &backend.addr(),
+        vec![
+            Throttling::new("find", "orders", 3.., TOO_MANY),
+            Throttling::new("find", "events", 2..=3, TOO_MANY),
+        ],
+    )
+    .await;
+    let mut settings = common::settings(&injector.uri());
+    settings.analysis.target = Some(Target::CosmosRu);
+    settings.analysis.partition_keys = vec![(
+        "throttling_hot.orders".into(),
+        vec!["tenant".into()],
+        wirelint::analysis::partition::KeyKind::Cosmos,
+    )];
+    let mut proxy = common::proxy_with(settings).await;
+    let client = driver(&proxy).await;
+    let db = client.database("throttling_hot");
+    let orders = db.collection::<Document>("orders");
+    let events = db.collection::<Document>("events");
+    orders
+        .insert_many((0..6).map(|i| doc! {"_id": i, "tenant": if i < 3 { "big" } else { "small" }}))
+        .await
+        .unwrap();
+    events.insert_one(doc! {"_id": 1}).await.unwrap();
+    // Calls 3-10 of the tenant lookup are throttled: seven for one tenant,
+    // one for another.
+    for call in 1..=10 {
+        let tenant = if call == 6 { "small" } else { "big" };
+        let result = find(&orders, doc! {"tenant": tenant}, "tenant-orders").await;
+        assert_eq!(result.is_err(), call >= 3, "call {call}");
+    }
+    // Throttled twice: under the rule's threshold.
+    for _ in 1..=4 {
+        let _ = find(&events, doc! {}, "recent-events").await;
+    }
+    let report = final_report(client, &mut proxy).await;
+    let wl204: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == "WL204")
+        .collect();
+    assert_eq!(wl204.len(), 1, "{wl204:#?}");
+    let f = wl204[0];
+    assert_eq!(f.namespace, "throttling_hot.orders");
+    assert_eq!(f.pattern.as_deref(), Some("tenant-orders"));
+    assert_eq!(f.evidence["throttled"], 8);
+    assert_eq!(f.evidence["hot_partition_key_value_operations"], 7);
+    assert!(
+        f.message.contains("throttled 8 times")
+            && f.message.contains("7 of the throttled operations carried the same value of the partition key [tenant]: a hot partition")
+            && f.message.contains("RU per call"),
+        "{}",
+        f.message
+    );
+    // No literal value of the key in what is reported.
+    let json = serde_json::to_string(f).unwrap();
+    assert!(!json.contains("\"big\""), "{json}");
+    assert_eq!(pattern(&report, "recent-events").throttled, 2);
+}

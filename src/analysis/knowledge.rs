@@ -285,6 +285,8 @@ impl Knowledge {
             trace,
             test,
             suite,
+            target,
+            request_units,
             ..
         } = self;
         let mut cx = RuleContext {
@@ -299,6 +301,8 @@ impl Knowledge {
             show_values: *show_values,
             trace: *trace,
             test: test.map(|t| suite.name(t)),
+            target: target.target,
+            request_units,
         };
         for (rule, rule_hooks) in rules.iter_mut().zip(rule_hooks.iter()) {
             if !rule_hooks.meets(hooks) {

@@ -100,7 +100,14 @@ pub struct PatternStats {
     pub request_units: f64,
     /// Its operations the server throttled (see `target::is_throttling`).
     pub throttled: u64,
+    /// The partition-key values (hashed) its throttled operations carried,
+    /// with how many each, at most [`MAX_THROTTLED_KEYS`]: one value
+    /// taking most of them is a hot partition.
+    pub throttled_keys: SmallVec<[(u64, u32); MAX_THROTTLED_KEYS]>,
 }
+
+/// Partition-key values a pattern counts its throttled operations by.
+pub const MAX_THROTTLED_KEYS: usize = 4;
 
 const MAX_SHAPES_PER_PATTERN: usize = 32;
 /// Tests counted per pattern (see `suite`).
@@ -163,12 +170,12 @@ impl PatternStats {
             analysis_nanos: 0,
             request_units: 0.0,
             throttled: 0,
+            throttled_keys: SmallVec::new(),
         }
     }
 
     /// Counts one error with server code `code` (past [`MAX_ERROR_CODES`]
-    /// distinct codes, under [`OTHER_ERROR`]); a throttling code counts as
-    /// a throttled operation too.
+    /// distinct codes, under [`OTHER_ERROR`]).
     pub fn count_error(&mut self, code: i32) {
         let code = if self.errors.len() < MAX_ERROR_CODES || self.errors.contains_key(&code) {
             code
@@ -176,7 +183,19 @@ impl PatternStats {
             OTHER_ERROR
         };
         *self.errors.entry(code).or_default() += 1;
-        self.throttled += u64::from(super::target::is_throttling(code));
+    }
+
+    /// A throttled operation carried the partition-key value hashed `key`.
+    pub fn throttled_key(&mut self, key: u64) {
+        let keys = &mut self.throttled_keys;
+        if let Some((_, n)) = keys.iter_mut().find(|(k, _)| *k == key) {
+            *n += 1;
+        } else if keys.len() < MAX_THROTTLED_KEYS {
+            keys.push((key, 1));
+        } else if let Some(least) = keys.iter_mut().min_by_key(|(_, n)| *n) {
+            // The least seen makes room.
+            *least = (key, 1);
+        }
     }
 
     pub fn operations_per_invocation(&self) -> f64 {

@@ -232,6 +232,42 @@ impl Settings {
 /// (*Partitioning and horizontal scaling in Azure Cosmos DB*).
 pub const PHYSICAL_PARTITION_BYTES: u64 = 50 * 1024 * 1024 * 1024;
 
+/// Physical partitions `namespace` spans: as set, else one per 50 GB of
+/// the data seen (its documents seen times their median size).
+pub fn partitions_of(
+    settings: &Settings,
+    namespaces: &super::namespaces::Namespaces,
+    namespace: &str,
+) -> u32 {
+    settings
+        .collection(namespace)
+        .and_then(|c| c.physical_partitions)
+        .unwrap_or_else(|| {
+            let data = namespaces
+                .get(namespace)
+                .filter(|s| s.doc_sizes.count > 0)
+                .map_or(0, |s| {
+                    s.doc_sizes
+                        .quantile(0.5)
+                        .max(1)
+                        .saturating_mul(s.documents_seen)
+                });
+            partitions_for(data)
+        })
+}
+
+/// What one query saves by running on one partition instead of
+/// `partitions` (its base charge on each of the others).
+pub fn fan_out_saving(partitions: u32) -> f64 {
+    f64::from(partitions.saturating_sub(1)) * query_base()
+}
+
+/// What fetching `n` documents with one `$in` saves over `n` queries of
+/// one each: all but one query's base charge.
+pub fn batch_saving(n: u64) -> f64 {
+    n.saturating_sub(1) as f64 * query_base()
+}
+
 /// Physical partitions a collection of `data_bytes` spans at least.
 pub fn partitions_for(data_bytes: u64) -> u32 {
     u32::try_from(data_bytes.div_ceil(PHYSICAL_PARTITION_BYTES))

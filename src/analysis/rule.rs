@@ -191,15 +191,7 @@ impl RuleSettings {
     }
 
     pub fn threshold(&self, meta: &RuleMeta, namespace: &str, name: &str) -> f64 {
-        // Rules ask per document: with nothing configured (the common
-        // case) the default is all there is to find.
-        let pick = |o: Option<&RuleOverrides>| o.and_then(|o| o.thresholds.get(name).copied());
-        let configured = if self.rules.is_empty() && self.per_namespace.is_empty() {
-            None
-        } else {
-            pick(self.for_namespace(namespace, meta.id)).or_else(|| pick(self.rules.get(meta.id)))
-        };
-        configured
+        self.configured(meta, namespace, name)
             .or_else(|| {
                 meta.thresholds
                     .iter()
@@ -207,6 +199,18 @@ impl RuleSettings {
                     .map(|t| t.default)
             })
             .unwrap_or(f64::INFINITY)
+    }
+
+    /// A threshold the user set (for `namespace`, else for the rule), if
+    /// any.
+    pub fn configured(&self, meta: &RuleMeta, namespace: &str, name: &str) -> Option<f64> {
+        // Rules ask per document: with nothing configured (the common
+        // case) there is nothing to find.
+        if self.rules.is_empty() && self.per_namespace.is_empty() {
+            return None;
+        }
+        let pick = |o: Option<&RuleOverrides>| o.and_then(|o| o.thresholds.get(name).copied());
+        pick(self.for_namespace(namespace, meta.id)).or_else(|| pick(self.rules.get(meta.id)))
     }
 
     /// The severity to report, given what the rule judged: a configured
@@ -278,6 +282,32 @@ pub struct RuleContext<'a> {
     /// The test that operation came from, when a runner said (see
     /// `suite`): the finding counts it.
     pub test: Option<&'a str>,
+    /// The platform whose limits apply (see `target`).
+    pub target: super::target::Target,
+    /// What the request-unit estimate knows of each collection.
+    pub request_units: &'a super::request_units::Settings,
+}
+
+impl RuleContext<'_> {
+    /// Under a platform priced in request units, what `saving` RU come to
+    /// in a finding's words ("; fixing it saves about 12.3 RU per call"),
+    /// kept in `evidence` too; else nothing.
+    pub fn request_units_saved(
+        &self,
+        saving: f64,
+        per: &str,
+        evidence: &mut std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> String {
+        if !self.target.request_units() || saving < 0.05 {
+            return String::new();
+        }
+        let rounded = (saving * 100.0).round() / 100.0;
+        evidence.insert(
+            format!("request_units_saved_per_{per}"),
+            serde_json::json!(rounded),
+        );
+        format!("; fixing it saves about {saving:.1} RU per {per} (estimated: docs/cosmos.md)")
+    }
 }
 
 impl RuleContext<'_> {

@@ -77,9 +77,11 @@ pub const TOO_MANY_REQUESTS: i32 = 16500;
 /// when the provisioned request units cannot complete it (the same page).
 pub const EXCEEDED_TIME_LIMIT: i32 = 50;
 
-/// Whether a server error code says the request was throttled.
-pub fn is_throttling(code: i32) -> bool {
-    code == TOO_MANY_REQUESTS || code == EXCEEDED_TIME_LIMIT
+/// Whether a server error code says the request was throttled: 16500
+/// anywhere (only Cosmos DB sends it), 50 on Cosmos DB (RU) only
+/// (elsewhere it is MongoDB's MaxTimeMSExpired, a query's own time limit).
+pub fn is_throttling(code: i32, target: Target) -> bool {
+    code == TOO_MANY_REQUESTS || (code == EXCEEDED_TIME_LIMIT && target == Target::CosmosRu)
 }
 
 impl Target {

@@ -631,4 +631,35 @@ mod tests {
             "{err}"
         );
     }
+
+    /// The target: the flag wins over the file's `[proxy] target`; a name
+    /// wirelint does not know names the flag (or the file and key) and
+    /// lists the ones it knows; unset, it is left to detection.
+    #[test]
+    fn target_from_flag_or_file() {
+        use crate::analysis::target::Target;
+        let (_dir, args) = with_file("");
+        assert_eq!(args.settings().unwrap().0.analysis.target, None);
+        let (_dir, mut args) = with_file("[proxy]\ntarget = \"documentdb\"\n");
+        assert_eq!(
+            args.settings().unwrap().0.analysis.target,
+            Some(Target::DocumentDb)
+        );
+        args.target = Some("cosmos-ru".into());
+        assert_eq!(
+            args.settings().unwrap().0.analysis.target,
+            Some(Target::CosmosRu)
+        );
+        args.target = Some("azure".into());
+        let err = args.settings().unwrap_err().to_string();
+        assert!(
+            err.contains("--target (or WIRELINT_TARGET)")
+                && err.contains("\"azure\"")
+                && err.contains("\"cosmos-vcore\""),
+            "{err}"
+        );
+        let (_dir, args) = with_file("[proxy]\ntarget = \"cosmosdb\"\n");
+        let err = args.settings().unwrap_err().to_string();
+        assert!(err.contains("w.toml") && err.contains("`target`"), "{err}");
+    }
 }

@@ -705,6 +705,67 @@ error = 10000
         }
     }
 
+    #[test]
+    fn targets_and_request_unit_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let file = FileConfig::load(&path).unwrap();
+            let mut analysis = analysis::Settings::default();
+            file.apply(&path, &mut analysis).map(|()| analysis)
+        };
+        let ok = load(
+            "[proxy]\ntarget = \"cosmos-ru\"\n\
+             [collections.\"shop.orders\"]\nindexed = [\"customerId\", \"lines.sku\"]\nphysical_partitions = 4\n",
+        )
+        .unwrap();
+        assert_eq!(ok.target, Some(analysis::target::Target::CosmosRu));
+        let orders = ok.request_units.collection("shop.orders").unwrap();
+        assert_eq!(orders.physical_partitions, Some(4));
+        assert_eq!(
+            orders.index,
+            analysis::request_units::IndexPolicy::Paths(vec![
+                "customerId".into(),
+                "lines.sku".into()
+            ])
+        );
+        let where_ = path.display().to_string();
+        for (text, key, says) in [
+            (
+                "[proxy]\ntarget = \"cosmos\"\n",
+                "proxy.target",
+                "\"cosmos-ru\"",
+            ),
+            (
+                "[collections.\"a.b\"]\nphysical_partitions = -2\n",
+                "collections.\"a.b\".physical_partitions",
+                "whole number",
+            ),
+            (
+                "[collections.\"a.b\"]\nphysical_partitions = \"4\"\n",
+                "collections.\"a.b\".physical_partitions",
+                "whole number",
+            ),
+            (
+                "[collections.\"a.b\"]\nindexed = [\"x\", 3]\n",
+                "collections.\"a.b\".indexed[1]",
+                "dotted paths",
+            ),
+            (
+                "[collections.\"a.b\"]\nindexed = \"x\"\n",
+                "collections.\"a.b\".indexed",
+                "dotted paths",
+            ),
+        ] {
+            let err = load(text).unwrap_err().to_string();
+            assert!(
+                err.contains(&where_) && err.contains(key) && err.contains(says),
+                "{text}: {err}"
+            );
+        }
+    }
+
     /// An error about `text` in `w.toml` that names the file, the key and
     /// the value, and shows what to write instead.
     fn assert_names(err: ConfigError, key: &str, text: &str, instead: &str) {

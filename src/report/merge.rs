@@ -182,7 +182,7 @@ pub fn merge(reports: &[Report]) -> Option<Report> {
         findings,
         partition_keys,
         runs,
-        // Set over detected over the default; among equals, the first's.
+        // Set over detected over the default; among equals, the last run's.
         target: reports
             .iter()
             .map(|r| r.target)

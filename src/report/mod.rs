@@ -101,8 +101,9 @@ pub struct Counters {
     /// Data operations the server refused (`ok: 0`): counted, not learnt.
     #[serde(default)]
     pub rejected_operations: u64,
-    /// Of those, the ones it throttled (Cosmos DB's 16500 TooManyRequests
-    /// and 50 ExceededTimeLimit).
+    /// Data operations the server throttled (Cosmos DB's 16500
+    /// TooManyRequests, and 50 ExceededTimeLimit under target cosmos-ru),
+    /// refused or as write errors of an accepted write.
     #[serde(default)]
     pub throttled_operations: u64,
     /// Panics caught while analysing a message (outside any rule).

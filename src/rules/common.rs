@@ -347,8 +347,25 @@ impl CrossPartitionCounts {
                 }
             ),
         };
+        // Under request units: a targeted query runs on one partition,
+        // not on every one.
+        let saved = if cx.target.request_units() {
+            let partitions = crate::analysis::request_units::partitions_of(
+                cx.request_units,
+                cx.namespaces,
+                op.namespace,
+            );
+            evidence.insert("physical_partitions".into(), json!(partitions));
+            cx.request_units_saved(
+                crate::analysis::request_units::fan_out_saving(partitions),
+                "query",
+                &mut evidence,
+            )
+        } else {
+            String::new()
+        };
         let message = format!(
-            "{} {what}: {why} ({scattered} of {operations} operations on the collection)",
+            "{} {what}: {why} ({scattered} of {operations} operations on the collection){saved}",
             op.cmd.name
         );
         cx.report(

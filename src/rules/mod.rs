@@ -34,6 +34,7 @@ mod wl103_large_document;
 mod wl201_cross_partition_query;
 mod wl202_cross_partition_sort;
 mod wl203_partition_key_advice;
+mod wl204_throttled_requests;
 mod wl301_missing_subset;
 mod wl302_slice_on_read;
 mod wl401_n_plus_one;
@@ -64,6 +65,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl201_cross_partition_query::CrossPartitionQuery::default()),
         Box::new(wl202_cross_partition_sort::CrossPartitionSort::default()),
         Box::new(wl203_partition_key_advice::PartitionKeyAdvice::default()),
+        Box::new(wl204_throttled_requests::ThrottledRequests::default()),
         Box::new(wl301_missing_subset::MissingSubset::default()),
         Box::new(wl302_slice_on_read::SliceOnRead::default()),
         Box::new(wl401_n_plus_one::NPlusOne::default()),

@@ -29,7 +29,9 @@ pub static META: RuleMeta = RuleMeta {
     summary: "Updates keep appending to an embedded array with nothing that bounds it.",
     advice: "Bound the array: keep only the N most recent with $push {$each: [...], $slice: -N} and store the \
              rest in their own collection (subset pattern), reference from the child side, or bucket the \
-             children in documents of N (comments in documents of 100, as in “Data modeling in Azure Cosmos DB”).",
+             children in documents of N (comments in documents of 100, as in “Data modeling in Azure Cosmos DB”). \
+             Left to grow, the document fails its writes at the size limit: 16 MB on MongoDB, 2 MB per item on \
+             Azure Cosmos DB for MongoDB (RU).",
     source: concat!(mongodb_unbounded!(), " (book reviews); ", cosmos_modeling!(), " (comments in batches of 100)"),
     thresholds: &[
         Threshold { name: "min_updates", default: 3.0, help: "updates with the same shape before it is reported" },
@@ -232,12 +234,26 @@ impl Rule for UnboundedArrayGrowth {
                     op,
                     path.clone(),
                     severity,
-                    format!("{what}, {count} updates so far{seen}"),
+                    format!("{what}, {count} updates so far{seen}{}", limit_clause(cx)),
                     evidence,
                 ),
             );
         }
     }
+}
+
+/// Where the document stops, on a platform whose limit is not MongoDB's
+/// 16 MB (its advice names both).
+fn limit_clause(cx: &RuleContext<'_>) -> String {
+    let limit = cx.target.max_document_bytes();
+    if limit == crate::analysis::target::MONGODB_MAX_DOCUMENT {
+        return String::new();
+    }
+    format!(
+        " (a document stops at {} on {})",
+        super::common::human_bytes(limit),
+        cx.target.title()
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! WL103 large-document: a document over 2 MiB (Atlas "bloated documents";
 //! the Azure Cosmos DB for NoSQL item limit) is a warning, over 10 MiB (most
 //! of the way to the 16 MiB BSON limit) an error. Seen on inserts,
-//! replacements and reads alike.
+//! replacements and reads alike. On a platform with a smaller document
+//! limit (Azure Cosmos DB for MongoDB, RU: 2 MB items) the default
+//! thresholds shrink in proportion (256 KiB and 1.25 MiB there); thresholds
+//! the user set are kept as set.
 
 use super::common::human_bytes;
 use super::common::RuleTable;
@@ -9,6 +12,7 @@ use super::{
     DocSource, FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold,
 };
 use crate::analysis::namespaces::Doc;
+use crate::analysis::target::MONGODB_MAX_DOCUMENT;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -63,11 +67,21 @@ impl Rule for LargeDocument {
         cx: &mut RuleContext<'_>,
     ) {
         let size = doc.raw.as_bytes().len() as u64;
-        let warn = cx.threshold(&META, op.namespace, "warn");
+        let limit = cx.target.max_document_bytes();
+        // The defaults are for MongoDB's 16 MiB; a smaller limit scales them.
+        let scaled = |name: &str| {
+            cx.settings
+                .configured(&META, op.namespace, name)
+                .unwrap_or_else(|| {
+                    cx.threshold(&META, op.namespace, name) * limit as f64
+                        / MONGODB_MAX_DOCUMENT as f64
+                })
+        };
+        let warn = scaled("warn");
         if (size as f64) < warn {
             return;
         }
-        let error = cx.threshold(&META, op.namespace, "error");
+        let error = scaled("error");
         let severity = if size as f64 >= error {
             Severity::Error
         } else {
@@ -87,6 +101,7 @@ impl Rule for LargeDocument {
         evidence.insert("warn_bytes".into(), json!(warn as u64));
         evidence.insert("error_bytes".into(), json!(error as u64));
         evidence.insert("seen_when".into(), json!(source.as_str()));
+        evidence.insert("platform_limit_bytes".into(), json!(limit));
         if cx.show_values {
             // Only with --show-values: the id of one such document. Its
             // conversion recurses, so an id nested past the server's limit
@@ -112,11 +127,21 @@ impl Rule for LargeDocument {
                 "(documents)",
                 severity,
                 format!(
-                    "{} document of {} (largest so far {}; {over} over {})",
+                    "{} document of {} (largest so far {}; {over} over {}{})",
                     source.as_str(),
                     human_bytes(size),
                     human_bytes(largest),
-                    human_bytes(warn as u64)
+                    human_bytes(warn as u64),
+                    // Said where the limit is not MongoDB's 16 MiB.
+                    if limit == MONGODB_MAX_DOCUMENT {
+                        String::new()
+                    } else {
+                        format!(
+                            "; {} stores items of at most {}",
+                            cx.target.title(),
+                            human_bytes(limit)
+                        )
+                    }
                 ),
                 evidence,
             ),

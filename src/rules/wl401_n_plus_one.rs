@@ -129,11 +129,18 @@ impl Rule for NPlusOne {
                 f.leading_namespace, op.namespace, f.field, f.source_field
             )
         };
+        // Under request units: one `$in` for the list instead of a query
+        // per row saves all but one query's base charge.
+        let saved = cx.request_units_saved(
+            crate::analysis::request_units::batch_saving(most),
+            "list",
+            &mut evidence,
+        );
         let draft = FindingDraft::about(
             op,
             format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field),
             META.severity,
-            how,
+            how + &saved,
             evidence,
         );
         // Its own request shows the pattern (many follow-ups, or its

@@ -230,10 +230,24 @@ impl Rule for CountOnRead {
             evidence.insert("calls_with_count".into(), json!(carried));
             evidence.insert("calls".into(), json!(calls));
             evidence.insert("read_alongside".into(), json!(parents));
+            // Under request units: a counter kept in the document already
+            // read costs nothing more to read; the counts cost what they
+            // were estimated at.
+            let per_count = cx
+                .patterns
+                .shapes
+                .get(&op.shape.hash)
+                .filter(|s| s.priced > 0)
+                .map_or(0.0, |s| s.request_units / s.priced as f64);
+            let saved = cx.request_units_saved(
+                per_count * n as f64 / carried.max(1) as f64,
+                "call",
+                &mut evidence,
+            );
             cx.report(
                 &COUNT,
                 FindingDraft::about(op, field.clone(), COUNT.severity, format!(
-                        "documents are counted by `{field}` in {carried} of {calls} calls of `{}` ({n} counts), alongside its reads of {}",
+                        "documents are counted by `{field}` in {carried} of {calls} calls of `{}` ({n} counts), alongside its reads of {}{saved}",
                         op.pattern,
                         parents.join(", ")
                     ), evidence),

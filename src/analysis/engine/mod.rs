@@ -564,7 +564,12 @@ impl Engine {
         walk: Option<&follow_ups::WalkStep>,
     ) -> bool {
         if !outcome.ok && !unsupported_here(outcome.reply) {
-            self.count_refusal(origin.request_pattern(), &outcome.errors);
+            self.count_refusal(
+                origin.request_pattern(),
+                &outcome.errors,
+                pending.request.command(),
+                &origin.namespace,
+            );
             return false;
         }
         if let Some(cmd) = pending.request.command() {
@@ -591,10 +596,16 @@ impl Engine {
 
     /// A refused data operation: counted against its pattern when the
     /// pattern is known already, and nothing more.
-    fn count_refusal(&self, pattern: &str, errors: &[i32]) {
+    fn count_refusal(
+        &self,
+        pattern: &str,
+        errors: &[i32],
+        cmd: Option<&Command<'_>>,
+        namespace: &str,
+    ) {
         let mut k = lock(&self.knowledge);
         k.rejected_operations += 1;
-        k.throttled_operations += throttled(errors);
+        count_throttled(&mut k, pattern, errors, cmd, namespace);
         if let Some(p) = k.patterns.patterns.map_get_mut(pattern) {
             for code in errors {
                 p.count_error(*code);
@@ -623,7 +634,13 @@ impl Engine {
             let mut k = lock(&self.knowledge);
             track_cursor(&mut k, returned.cursor.as_ref(), pending, origin);
             // Statements throttled in an accepted write (its writeErrors).
-            k.throttled_operations += throttled(&outcome.errors);
+            count_throttled(
+                &mut k,
+                origin.request_pattern(),
+                &outcome.errors,
+                cmd,
+                &origin.namespace,
+            );
             // Priced before the returned documents are observed: what an
             // operation costs does not depend on what it brings back to
             // the collection's typical size.
@@ -948,7 +965,9 @@ impl Engine {
         }
     }
 
-    /// Completes every request (at shutdown, so reports are whole).
+    /// Completes every request and runs the rules' tick hooks once more
+    /// (at shutdown, so reports are whole: a rule that judges patterns on
+    /// ticks sees their last calls).
     pub fn flush(&mut self) {
         self.bursts.clear();
         let conns: Vec<u64> = self.conns.keys().copied().collect();
@@ -956,23 +975,47 @@ impl Engine {
             self.closed(conn);
         }
         let finished = self.requests.close_all();
-        self.costs.add_to(&mut lock(&self.knowledge).patterns);
-        if !finished.is_empty() {
+        let events = {
             let mut k = lock(&self.knowledge);
+            self.costs.add_to(&mut k.patterns);
             for inv in &finished {
                 k.patterns
                     .commit_since(&inv.invocation, inv.counted.as_deref());
             }
-        }
+            k.with_rules(Hooks::TICK, |rule, cx| rule.on_tick(cx))
+        };
+        self.emit(events);
     }
 }
 
-/// How many of an operation's error codes say it was throttled.
-fn throttled(errors: &[i32]) -> u64 {
-    errors
+/// Counts an operation's throttling errors (see `target::is_throttling`)
+/// in all and on its pattern, by the partition-key value it carried (see
+/// `PatternStats::throttled_keys`); its errors are counted with the rest.
+fn count_throttled(
+    k: &mut Knowledge,
+    pattern: &str,
+    errors: &[i32],
+    cmd: Option<&Command<'_>>,
+    namespace: &str,
+) {
+    let target = k.target.target;
+    let n = errors
         .iter()
-        .filter(|c| super::target::is_throttling(**c))
-        .count() as u64
+        .filter(|c| super::target::is_throttling(**c, target))
+        .count() as u64;
+    if n == 0 {
+        return;
+    }
+    k.throttled_operations += n;
+    let key = cmd
+        .zip(k.partition_keys.get(namespace))
+        .and_then(|(cmd, key)| partition::key_value_hash(cmd, key));
+    if let Some(p) = k.patterns.patterns.map_get_mut(pattern) {
+        p.throttled += n;
+        if let Some(key) = key {
+            p.throttled_key(key);
+        }
+    }
 }
 
 /// The estimated request units of an answered operation, from what the
@@ -988,13 +1031,9 @@ fn price(
     use super::request_units::{self as ru, IndexPolicy};
     let namespace = &*origin.namespace;
     let state = k.namespaces.get(namespace);
-    let (typical_bytes, data_bytes) =
-        state
-            .filter(|s| s.doc_sizes.count > 0)
-            .map_or((ru::TYPICAL_BYTES, 0), |s| {
-                let median = s.doc_sizes.quantile(0.5).max(1);
-                (median, median.saturating_mul(s.documents_seen))
-            });
+    let typical_bytes = state
+        .filter(|s| s.doc_sizes.count > 0)
+        .map_or(ru::TYPICAL_BYTES, |s| s.doc_sizes.quantile(0.5).max(1));
     let typical_fields = state
         .and_then(|s| s.field_sets.iter().map(|(_, f)| f).max_by_key(|f| f.count))
         .map(|f| f.fields.len() as u64)
@@ -1005,9 +1044,7 @@ fn price(
     let known = ru::Known {
         typical_bytes,
         typical_fields,
-        partitions: collection
-            .and_then(|c| c.physical_partitions)
-            .unwrap_or_else(|| ru::partitions_for(data_bytes)),
+        partitions: ru::partitions_of(&k.request_units, &k.namespaces, namespace),
         key: k.partition_keys.get(namespace),
         index: collection.map_or(&everything, |c| &c.index),
     };

@@ -435,6 +435,48 @@ pub fn filters<'a>(cmd: &Command<'a>) -> SmallVec<[&'a RawDocument; 2]> {
     }
 }
 
+/// A hash of the partition-key value an operation targets, when it names
+/// one whole: the equality values of every key path in its (first) filter,
+/// or an insert's first document's values at those paths. `None` when a
+/// path has no single value. Values are compared by hash, never kept.
+pub fn key_value_hash(cmd: &Command<'_>, key: &PartitionKey) -> Option<u64> {
+    let source: &RawDocument = match cmd.kind {
+        Kind::Insert => cmd.documents().first().copied()?,
+        _ => filters(cmd).first().copied()?,
+    };
+    let mut h = crate::analysis::hash::FNV1A_START;
+    for path in &key.paths {
+        let mut doc = source;
+        let mut parts = path.split('.').peekable();
+        let value = loop {
+            let part = parts.next()?;
+            let v = doc.get(part).ok().flatten()?;
+            match (v, parts.peek()) {
+                (bson::RawBsonRef::Document(d), Some(_)) => doc = d,
+                (_, Some(_)) => return None,
+                (bson::RawBsonRef::Document(d), None) => {
+                    // `{k: {$eq: v}}`, or an embedded value.
+                    match d.get("$eq").ok().flatten() {
+                        Some(eq) => break eq,
+                        None if crate::wire::bson_walk::first_key(d.as_bytes())
+                            .is_some_and(|k| k.first() == Some(&b'$')) =>
+                        {
+                            return None
+                        }
+                        None => break v,
+                    }
+                }
+                (v, None) => break v,
+            }
+        };
+        h = crate::analysis::hash::fnv1a_continue(
+            h,
+            &crate::analysis::namespaces::value_hash(value).to_le_bytes(),
+        );
+    }
+    Some(h)
+}
+
 /// How `path` is pinned by `filter` (directly or in an `$and` branch).
 fn pinned_in(filter: &[u8], path: &str) -> Option<Pin> {
     let mut best: Option<Pin> = None;
