@@ -24,6 +24,8 @@ async fn the_dashboard_shows_findings_and_updates_in_a_browser() {
     let mut settings = common::settings(&backend.uri());
     settings.admin = Some("127.0.0.1:0".into());
     settings.admin_token = Some("dashboard-test-token".into());
+    // Priced as Azure Cosmos DB for MongoDB (RU): the table's RU column.
+    settings.analysis.target = Some(wirelint::analysis::target::Target::CosmosRu);
     let proxy = common::proxy_with(settings).await;
     let url = format!("http://{}/", proxy.admin_addr().unwrap());
     let shots = common::manifest_dir().join("target/screenshots");

@@ -86,6 +86,13 @@ async function main(url, uri, token, shots) {
     const costs = await page.locator('tr[data-pattern] td[data-analysis]').allInnerTexts();
     check(costs.length === seen.patterns && costs.some((c) => /^[0-9.]+ (µs|ms)$/.test(c) && parseFloat(c) > 0),
       'the analysis cost per call of each pattern, not ' + JSON.stringify(costs));
+    // Priced in request units (the proxy runs with target cosmos-ru): the
+    // RU column is shown, with an estimate on every pattern.
+    check(await page.locator('#ru-header').isVisible(), 'the RU / call column is shown');
+    const ru = await page.locator('tr[data-pattern] td[data-ru]').allInnerTexts();
+    check(ru.length === seen.patterns && ru.every((c) => /^[0-9.]+$/.test(c) && parseFloat(c) > 0),
+      'an RU estimate per call on each pattern, not ' + JSON.stringify(ru));
+    seen.request_units = ru;
     seen.analysed = await page.locator('[data-counter="analysed"] b').innerText();
     seen.analysis_cpu = await page.locator('[data-counter="analysis CPU"] b').innerText();
     check(seen.analysed === '100 %', 'every message analysed, not ' + seen.analysed);
