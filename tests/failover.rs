@@ -202,7 +202,18 @@ async fn drivers_keep_writing_across_a_stepdown() {
         .spawn()
         .expect("node with the mongodb driver (scripts/test.sh installs it)");
 
-    // Let them write through A, then step A down; elect B a second later.
+    // Wait for wirelint to know A as the primary (on a loaded machine that
+    // can take longer than the writers' first seconds: stepping A down
+    // before would test the machine's speed, not failover). Then let them
+    // write through A, step A down, and elect B a second later.
+    let first = cluster.members[0].to_string();
+    assert!(
+        common::eventually(Duration::from_secs(120), || {
+            !common::log_lines_with(&["upstream primary found", &first]).is_empty()
+        })
+        .await,
+        "wirelint never found the first primary {first}"
+    );
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let switch = now();
     *cluster.primary.lock().unwrap() = None;
