@@ -1878,3 +1878,92 @@ fn the_target_is_detected_from_the_first_hello_reply() {
     assert_eq!(k.target.source, TargetSource::Set);
     assert_eq!(k.patterns.get("Q").unwrap().request_units, 0.0);
 }
+
+/// Under Cosmos DB (RU), a partition-key value whose documents, at the
+/// rate seen over hours, would reach the 20 GB logical-partition limit
+/// within a year is reported (WL205), without its value; the same inserts
+/// spread over many values, or seen for minutes only (a test suite), are
+/// not; under MongoDB nothing is judged.
+#[test]
+fn a_logical_partition_growing_towards_20_gb_is_reported() {
+    use wirelint::analysis::partition::KeyKind;
+    use wirelint::analysis::target::Target;
+    // 1,000 inserts of a 100 KB document, one a minute from `start`:
+    // about 100 MB in 16.6 h, 145 MB a day, 20 GB in about 140 days.
+    let run = |target: Target, tenants: u32, seconds_apart: u64| {
+        let k = Arc::new(Mutex::new(Knowledge::with_keys(
+            wirelint::rules::all(),
+            RuleSettings::default(),
+            false,
+            Caps::default(),
+            wirelint::analysis::partition::PartitionKeys::from_config([(
+                "d.events".to_string(),
+                vec!["tenant".to_string()],
+                KeyKind::Cosmos,
+            )]),
+        )));
+        k.lock().unwrap().configure(&wirelint::analysis::Settings {
+            target: Some(target),
+            ..Default::default()
+        });
+        let mut e = Engine::new(k.clone(), None);
+        let start = Instant::now();
+        let payload = "x".repeat(100 * 1024);
+        for i in 0..1000u32 {
+            let t = start + Duration::from_secs(seconds_apart * u64::from(i));
+            let insert = rawdoc! {
+                "insert": "events",
+                "documents": [{"_id": i as i64, "tenant": format!("t{}", i % tenants), "body": payload.as_str()}],
+                "$db": "d"
+            };
+            e.message(
+                1,
+                Direction::Request,
+                t,
+                Bytes::from(encode(i as i32 + 1, 0, 0, insert.as_bytes(), &[])),
+            );
+            let ok = rawdoc! {"n": 1, "ok": 1.0};
+            e.message(
+                1,
+                Direction::Reply,
+                t,
+                Bytes::from(encode(
+                    100_000 + i as i32,
+                    i as i32 + 1,
+                    0,
+                    ok.as_bytes(),
+                    &[],
+                )),
+            );
+        }
+        e.flush();
+        let k = k.lock().unwrap();
+        let found: Vec<_> = k
+            .findings
+            .all()
+            .filter(|f| f.rule == "WL205")
+            .cloned()
+            .collect();
+        found
+    };
+    let hot = run(Target::CosmosRu, 1, 60);
+    assert_eq!(hot.len(), 1, "{hot:#?}");
+    let f = &hot[0];
+    assert_eq!(f.namespace, "d.events");
+    let days = f.evidence["days_to_limit"].as_u64().unwrap();
+    assert!((120..=160).contains(&days), "{days}: {}", f.message);
+    assert!(
+        f.message
+            .contains("one value of the partition key [tenant]")
+            && f.message.contains("100 % of the bytes inserted"),
+        "{}",
+        f.message
+    );
+    assert!(!serde_json::to_string(f).unwrap().contains("\"t0\""));
+    // Spread over 100 tenants: each would take about 38 years.
+    assert!(run(Target::CosmosRu, 100, 60).is_empty());
+    // The same bytes in 17 minutes: too short to judge a rate by.
+    assert!(run(Target::CosmosRu, 1, 1).is_empty());
+    // No such limit on MongoDB.
+    assert!(run(Target::MongoDb, 1, 60).is_empty());
+}

@@ -124,11 +124,9 @@ impl Offline {
     /// the analysis took (its thread's CPU time, the caller's to measure).
     pub fn finish(mut self, account: Account, cpu_nanos: u64) -> Analysed {
         self.decoder.flush(&self.stats);
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.engine.flush();
-            self.engine
-                .tick(self.start + self.now + Duration::from_secs(1));
-        }));
+        // The flush completes every request and runs the rules' tick
+        // hooks a last time, as a proxy's shutdown does.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.engine.flush()));
         self.stats.analysis_cpu_nanos.store(cpu_nanos, Relaxed);
         self.stats
             .connections_accepted

@@ -35,6 +35,7 @@ mod wl201_cross_partition_query;
 mod wl202_cross_partition_sort;
 mod wl203_partition_key_advice;
 mod wl204_throttled_requests;
+mod wl205_logical_partition_growth;
 mod wl301_missing_subset;
 mod wl302_slice_on_read;
 mod wl401_n_plus_one;
@@ -66,6 +67,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl202_cross_partition_sort::CrossPartitionSort::default()),
         Box::new(wl203_partition_key_advice::PartitionKeyAdvice::default()),
         Box::new(wl204_throttled_requests::ThrottledRequests::default()),
+        Box::new(wl205_logical_partition_growth::LogicalPartitionGrowth::default()),
         Box::new(wl301_missing_subset::MissingSubset::default()),
         Box::new(wl302_slice_on_read::SliceOnRead::default()),
         Box::new(wl401_n_plus_one::NPlusOne::default()),

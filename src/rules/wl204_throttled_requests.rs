@@ -54,6 +54,9 @@ impl Rule for ThrottledRequests {
     fn on_tick(&mut self, cx: &mut RuleContext<'_>) {
         let mut drafts = Vec::new();
         for (name, p) in cx.patterns.patterns.iter() {
+            if p.throttled == 0 {
+                continue;
+            }
             let Some(namespace) = p.namespaces.first() else {
                 continue;
             };

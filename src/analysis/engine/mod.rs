@@ -758,6 +758,11 @@ impl Engine {
                 walk,
             };
             let events = observe_writes(&mut k, &view, failed, modified);
+            // Where a logical partition's size is limited, what each
+            // partition-key value grows by.
+            if cmd.kind == Kind::Insert && k.target.target.logical_partition_limit().is_some() {
+                observe_key_growth(&mut k, cmd, namespace, at);
+            }
             k.trace = None;
             k.test = None;
             (events, partitioning, test, claimed)
@@ -985,6 +990,20 @@ impl Engine {
             k.with_rules(Hooks::TICK, |rule, cx| rule.on_tick(cx))
         };
         self.emit(events);
+    }
+}
+
+/// An insert's documents added to the growth of their partition-key
+/// values (see `NamespaceState::key_growth`).
+fn observe_key_growth(k: &mut Knowledge, cmd: &Command<'_>, namespace: &str, at: Instant) {
+    let (keys, namespaces) = (&k.partition_keys, &mut k.namespaces);
+    let Some(key) = keys.get(namespace) else {
+        return;
+    };
+    for doc in cmd.documents() {
+        if let Some(value) = partition::document_key_hash(doc, key) {
+            namespaces.observe_key_growth(namespace, value, doc.as_bytes().len() as u64, at);
+        }
     }
 }
 

@@ -80,9 +80,29 @@ pub struct NamespaceState {
     /// Top-level field sets of the documents seen (WL501, WL505).
     pub field_sets: Lru<u64, FieldSet>,
     pub documents_seen: u64,
+    /// Bytes inserted per partition-key value (hashed), for the values
+    /// seen growing most (see [`KeyGrowth`]); only where a platform limits
+    /// a logical partition's size.
+    pub key_growth: Lru<u64, KeyGrowth>,
+    /// Bytes inserted in all while `key_growth` was kept.
+    pub key_growth_bytes: u64,
     /// Its name (shortened), shared by the inserted ids it owns.
     name: Arc<str>,
 }
+
+/// What one partition-key value of a collection has grown by, and over
+/// how long: the bytes inserted with it, and when the first and the
+/// latest were.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyGrowth {
+    pub bytes: u64,
+    pub first: std::time::Instant,
+    pub last: std::time::Instant,
+}
+
+/// Partition-key values whose growth a collection keeps (the least
+/// recently grown forgotten first).
+pub const KEY_GROWTH_VALUES: usize = 64;
 
 impl NamespaceState {
     /// Field sets seen, most common first.
@@ -114,6 +134,10 @@ impl NamespaceState {
             }),
             field_sets: Lru::in_pool(FIELD_SETS_PER_NAMESPACE, p(), field_set_bytes),
             documents_seen: 0,
+            key_growth: Lru::in_pool(KEY_GROWTH_VALUES, p(), |_, _| {
+                std::mem::size_of::<(u64, KeyGrowth)>() + ENTRY_OVERHEAD
+            }),
+            key_growth_bytes: 0,
             name: Arc::from(name),
         }
     }
@@ -195,6 +219,26 @@ impl Namespaces {
                 ids.insert(id, state.name.clone());
             }
         }
+    }
+
+    /// Documents of `bytes` inserted at `at` with the partition-key value
+    /// hashed `key`: what that logical partition grew by.
+    pub fn observe_key_growth(
+        &mut self,
+        namespace: &str,
+        key: u64,
+        bytes: u64,
+        at: std::time::Instant,
+    ) {
+        let state = self.state(namespace);
+        state.key_growth_bytes += bytes;
+        let g = state.key_growth.get_or_insert_with(&key, || KeyGrowth {
+            bytes: 0,
+            first: at,
+            last: at,
+        });
+        g.bytes += bytes;
+        g.last = g.last.max(at);
     }
 
     /// The namespace whose document has this `_id`, if one was inserted.

@@ -444,6 +444,12 @@ pub fn key_value_hash(cmd: &Command<'_>, key: &PartitionKey) -> Option<u64> {
         Kind::Insert => cmd.documents().first().copied()?,
         _ => filters(cmd).first().copied()?,
     };
+    document_key_hash(source, key)
+}
+
+/// A hash of the partition-key value of `source`, a document or a filter
+/// (see [`key_value_hash`]).
+pub fn document_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64> {
     let mut h = crate::analysis::hash::FNV1A_START;
     for path in &key.paths {
         let mut doc = source;

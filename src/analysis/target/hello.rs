@@ -26,7 +26,8 @@
 //! own top-level fields and the first [`MAX_HOSTS`] entries of `hosts`; a
 //! malformed element ends the walk, and what was read before it counts.
 
-use bson::{RawArray, RawBsonRef, RawDocument};
+use crate::wire::bson_walk;
+use bson::RawDocument;
 
 use super::Target;
 
@@ -78,24 +79,35 @@ struct Seen<'a> {
 
 impl<'a> Seen<'a> {
     fn read(reply: &'a RawDocument) -> Seen<'a> {
+        // On the raw elements (no key decoded or checked but the ones
+        // compared): the walk every run makes once.
         let mut seen = Seen::default();
-        for (key, value) in reply.iter().take(MAX_FIELDS).map_while(Result::ok) {
-            match key.as_str() {
-                "internal" => seen.internal = value.as_document(),
-                "_t" => seen.cosmos_type_tag = value.as_str() == Some("IsMasterResponse"),
-                "msg" => seen.isdbgrid = value.as_str() == Some("isdbgrid"),
-                "me" | "primary" => seen.note_host(value),
-                "hosts" => {
-                    let hosts = value.as_array().into_iter().flatten();
-                    for host in hosts.take(MAX_HOSTS).map_while(Result::ok) {
-                        seen.note_host(host);
+        let elements = bson_walk::elements(reply.as_bytes()).take(MAX_FIELDS);
+        for e in elements.map_while(Result::ok) {
+            match e.key {
+                b"internal" => {
+                    seen.internal = (e.element_type == 0x03)
+                        .then(|| RawDocument::from_bytes(e.value).ok())
+                        .flatten()
+                }
+                b"_t" => seen.cosmos_type_tag = e.as_str() == Some("IsMasterResponse"),
+                b"msg" => seen.isdbgrid = e.as_str() == Some("isdbgrid"),
+                b"me" | b"primary" => seen.note_host(e.as_str()),
+                b"hosts" if e.element_type == 0x04 => {
+                    let hosts = bson_walk::elements(e.value).take(MAX_HOSTS);
+                    for host in hosts.map_while(Result::ok) {
+                        seen.note_host(host.as_str());
                     }
                 }
-                "connectionId" => seen.connection_id = integer(value),
-                "topologyVersion" => seen.topology_version = true,
-                "maxWireVersion" => seen.max_wire_version = integer(value),
-                "saslSupportedMechs" => {
-                    seen.only_scram_sha_256 = value.as_array().is_some_and(only_scram_sha_256)
+                b"connectionId" => {
+                    seen.connection_id = e.read().number().filter(|_| e.element_type != 0x01)
+                }
+                b"topologyVersion" => seen.topology_version = true,
+                b"maxWireVersion" => {
+                    seen.max_wire_version = e.read().number().filter(|_| e.element_type != 0x01)
+                }
+                b"saslSupportedMechs" => {
+                    seen.only_scram_sha_256 = e.element_type == 0x04 && only_scram_sha_256(e.value)
                 }
                 _ => {}
             }
@@ -103,13 +115,12 @@ impl<'a> Seen<'a> {
         seen
     }
 
-    fn note_host(&mut self, host: RawBsonRef<'_>) {
+    fn note_host(&mut self, host: Option<&str>) {
         if self.host.is_none() {
-            self.host = host.as_str().and_then(host_platform);
+            self.host = host.and_then(host_platform);
         }
     }
 
-    /// FerretDB's answer: 2.x (on DocumentDB) or 1.x (MongoDB's limits).
     fn ferretdb(&self) -> Option<Target> {
         let ferretdb = self.connection_id == Some(42)
             && !self.topology_version
@@ -156,21 +167,13 @@ fn host_platform(host: &str) -> Option<Target> {
         .map(|&(_, target)| target)
 }
 
-fn integer(value: RawBsonRef<'_>) -> Option<i64> {
-    match value {
-        RawBsonRef::Int32(v) => Some(v.into()),
-        RawBsonRef::Int64(v) => Some(v),
-        _ => None,
-    }
-}
-
 /// Whether the mechanisms offered are exactly `["SCRAM-SHA-256"]`.
-fn only_scram_sha_256(mechanisms: &RawArray) -> bool {
-    let mut mechanisms = mechanisms.into_iter();
-    matches!(
-        mechanisms.next(),
-        Some(Ok(RawBsonRef::String("SCRAM-SHA-256")))
-    ) && mechanisms.next().is_none()
+fn only_scram_sha_256(mechanisms: &[u8]) -> bool {
+    let mut mechanisms = bson_walk::elements(mechanisms);
+    mechanisms
+        .next()
+        .is_some_and(|m| m.is_ok_and(|m| m.as_str() == Some("SCRAM-SHA-256")))
+        && mechanisms.next().is_none()
 }
 
 #[cfg(test)]
