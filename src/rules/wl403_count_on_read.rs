@@ -233,12 +233,15 @@ impl Rule for CountOnRead {
             // Under request units: a counter kept in the document already
             // read costs nothing more to read; the counts cost what they
             // were estimated at.
-            let per_count = cx
-                .patterns
-                .shapes
-                .get(&op.shape.hash)
-                .filter(|s| s.priced > 0)
-                .map_or(0.0, |s| s.request_units / s.priced as f64);
+            let per_count = if cx.target.request_units() {
+                cx.patterns
+                    .shapes
+                    .get(&op.shape.hash)
+                    .filter(|s| s.priced > 0)
+                    .map_or(0.0, |s| s.request_units / s.priced as f64)
+            } else {
+                0.0
+            };
             let saved = cx.request_units_saved(
                 per_count * n as f64 / carried.max(1) as f64,
                 "call",
