@@ -52,6 +52,23 @@ async fn driver(proxy: &wirelint::Proxy) -> mongodb::Client {
     .await
 }
 
+/// The `feed` and `archive` collections of database `db`, each holding
+/// `n` documents `{_id: i, n: i}`.
+async fn feed_and_archive(
+    client: &mongodb::Client,
+    db: &str,
+    n: i32,
+) -> (mongodb::Collection<Document>, mongodb::Collection<Document>) {
+    let db = client.database(db);
+    let (feed, archive) = (db.collection("feed"), db.collection("archive"));
+    for coll in [&feed, &archive] {
+        coll.insert_many((0..n).map(|i| doc! {"_id": i, "n": i}))
+            .await
+            .unwrap();
+    }
+    (feed, archive)
+}
+
 /// Runs a `find` with `comment` to its end: the documents, or the error.
 async fn find(
     coll: &mongodb::Collection<Document>,
@@ -224,16 +241,7 @@ async fn cosmos_429_reaches_the_driver_and_counts_as_throttling() {
     let (_backend, injector, mut proxy) =
         cosmos_through_wirelint(vec![Throttling::new("find", "feed", 4..=8, TOO_MANY)]).await;
     let client = driver(&proxy).await;
-    let db = client.database("throttling_429");
-    let feed = db.collection::<Document>("feed");
-    let archive = db.collection::<Document>("archive");
-    feed.insert_many((0..5).map(|i| doc! {"_id": i, "n": i}))
-        .await
-        .unwrap();
-    archive
-        .insert_many((0..5).map(|i| doc! {"_id": i, "n": i}))
-        .await
-        .unwrap();
+    let (feed, archive) = feed_and_archive(&client, "throttling_429", 5).await;
 
     for call in 1..=10 {
         let result = find(&feed, doc! {"n": {"$gte": 0}}, "hot-feed").await;
@@ -324,16 +332,7 @@ async fn cosmos_timeout_50_counts_as_throttling_too() {
     ])
     .await;
     let client = driver(&proxy).await;
-    let db = client.database("throttling_50");
-    let feed = db.collection::<Document>("feed");
-    let archive = db.collection::<Document>("archive");
-    feed.insert_many((0..3).map(|i| doc! {"_id": i, "n": i}))
-        .await
-        .unwrap();
-    archive
-        .insert_many((0..3).map(|i| doc! {"_id": i, "n": i}))
-        .await
-        .unwrap();
+    let (feed, archive) = feed_and_archive(&client, "throttling_50", 3).await;
 
     for call in 1..=8 {
         let result = find(&feed, doc! {"n": {"$gte": 0}}, "hot-feed").await;
