@@ -532,7 +532,8 @@ fn duration(
 }
 
 /// What only the config file (at `path`) can set: rules, limits, the
-/// analysis memory and partition keys.
+/// analysis memory and partition keys (their kind by default Cosmos DB's
+/// under `analysis.target` cosmos-ru, which must be known by then).
 pub(super) fn file_only(
     file: &FileConfig,
     path: &std::path::Path,
@@ -544,7 +545,15 @@ pub(super) fn file_only(
         analysis.caps.memory =
             super::parse_memory(text, "limits.analysis_memory", &path.display().to_string())?;
     }
-    analysis.partition_keys = file.partition_keys(&path.display().to_string())?;
+    // Under Cosmos DB (RU), a key is placed by Cosmos DB's rules unless
+    // the file says otherwise.
+    let kind = match analysis.target {
+        Some(crate::analysis::target::Target::CosmosRu) => {
+            crate::analysis::partition::KeyKind::Cosmos
+        }
+        _ => crate::analysis::partition::KeyKind::Ranged,
+    };
+    analysis.partition_keys = file.partition_keys_of_kind(&path.display().to_string(), kind)?;
     analysis.request_units = file.request_units(&path.display().to_string())?;
     for (ns, key, _) in &analysis.partition_keys {
         if !ns.contains('.') || key.iter().any(|p| p.is_empty()) {

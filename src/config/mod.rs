@@ -271,10 +271,21 @@ impl FileConfig {
         &self,
         origin: &str,
     ) -> Result<Vec<(String, Vec<String>, KeyKind)>, ConfigError> {
+        self.partition_keys_of_kind(origin, KeyKind::Ranged)
+    }
+
+    /// [`FileConfig::partition_keys`], a key without a
+    /// `partition_key_kind` taking `default` (Azure Cosmos DB's rules
+    /// under `target = "cosmos-ru"`).
+    pub fn partition_keys_of_kind(
+        &self,
+        origin: &str,
+        default: KeyKind,
+    ) -> Result<Vec<(String, Vec<String>, KeyKind)>, ConfigError> {
         let mut out = Vec::new();
         for (ns, c) in &self.collections {
             let kind = match c.partition_key_kind.as_deref() {
-                None => KeyKind::Ranged,
+                None => default,
                 Some(text) => KeyKind::parse(text).ok_or_else(|| ConfigError::Invalid {
                     origin: origin.to_string(),
                     key: format!("collections.\"{ns}\".partition_key_kind"),
@@ -352,7 +363,6 @@ impl FileConfig {
     /// tests, benchmarks and tools that take a `wirelint.toml` without the
     /// proxy's flags.
     pub fn apply(&self, path: &Path, analysis: &mut analysis::Settings) -> Result<(), ConfigError> {
-        flags::file_only(self, path, analysis)?;
         if let Some(text) = &self.proxy.target {
             analysis.target = Some(parse_target(
                 text,
@@ -360,7 +370,7 @@ impl FileConfig {
                 &path.display().to_string(),
             )?);
         }
-        Ok(())
+        flags::file_only(self, path, analysis)
     }
 
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -721,6 +731,32 @@ error = 10000
         )
         .unwrap();
         assert_eq!(ok.target, Some(analysis::target::Target::CosmosRu));
+        // Under cosmos-ru a key is placed by Cosmos DB's rules unless its
+        // kind is given; elsewhere MongoDB's ranged default holds.
+        let kinds = |text: &str| {
+            load(text)
+                .unwrap()
+                .partition_keys
+                .into_iter()
+                .map(|(ns, _, kind)| (ns, kind))
+                .collect::<Vec<_>>()
+        };
+        let keys = "[collections.\"a.b\"]\npartition_key = [\"t\"]\n\
+                    [collections.\"a.c\"]\npartition_key = [\"t\"]\npartition_key_kind = \"hashed\"\n";
+        assert_eq!(
+            kinds(&format!("[proxy]\ntarget = \"cosmos-ru\"\n{keys}")),
+            [
+                ("a.b".into(), KeyKind::Cosmos),
+                ("a.c".into(), KeyKind::Hashed)
+            ]
+        );
+        assert_eq!(
+            kinds(keys),
+            [
+                ("a.b".into(), KeyKind::Ranged),
+                ("a.c".into(), KeyKind::Hashed)
+            ]
+        );
         let orders = ok.request_units.collection("shop.orders").unwrap();
         assert_eq!(orders.physical_partitions, Some(4));
         assert_eq!(
