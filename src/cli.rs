@@ -83,6 +83,17 @@ wirelint analyse a.pcapng b.pcapng --format sarif > wirelint.sarif"
     /// List the rules, their default severity, thresholds and sources.
     Rules,
 
+    /// Ask a running wirelint's /healthz: exit 0 when its upstream answers, 1 when it does not or wirelint does not answer (the container image's health check).
+    #[command(
+        after_help = "Examples:\n  wirelint health                       (the admin address from WIRELINT_ADMIN)\n  \
+wirelint health --admin 127.0.0.1:9090"
+    )]
+    Health {
+        /// wirelint's admin address; an unspecified one (0.0.0.0, [::]) is asked on loopback.
+        #[arg(long, env = "WIRELINT_ADMIN", value_name = "HOST:PORT")]
+        admin: String,
+    },
+
     /// Print the partition keys wirelint knows and where each came from (the config file, and what a report learnt from traffic).
     Keys {
         /// A wirelint.toml with [collections."db.coll"] partition_key = [...].
@@ -208,6 +219,7 @@ pub fn main() -> i32 {
             }
         },
         Command::Keys { config, report } => keys_command(config.as_deref(), report.as_deref()),
+        Command::Health { admin } => health_command(admin),
         Command::Rules => {
             use std::fmt::Write;
             let mut out = String::new();
@@ -590,6 +602,73 @@ async fn run_proxy(settings: ProxySettings, run: RunOptions) -> i32 {
             3
         }
         _ => 0,
+    }
+}
+
+/// How long `wirelint health` waits for an answer in all: more than
+/// `/healthz` takes to find the upstream down (its connect timeout).
+const HEALTH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// `wirelint health`: one `GET /healthz`, its status as the exit code.
+/// By hand over a socket rather than with an HTTP client crate: the one
+/// request and its status line are all it needs, and the binary carries
+/// no HTTP client otherwise.
+fn health_command(admin: &str) -> i32 {
+    use std::io::{Read, Write};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
+    let addresses: Vec<SocketAddr> = match admin.to_socket_addrs() {
+        Ok(a) => a
+            .map(|mut a| {
+                if a.ip().is_unspecified() {
+                    a.set_ip(match a.ip() {
+                        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+                    });
+                }
+                a
+            })
+            .collect(),
+        Err(e) => {
+            eprintln!(
+                "wirelint health: --admin {admin}: {e} (give HOST:PORT, e.g. 127.0.0.1:9090)"
+            );
+            return 2;
+        }
+    };
+    let asked = addresses.iter().find_map(|a| {
+        let mut stream = TcpStream::connect_timeout(a, HEALTH_TIMEOUT).ok()?;
+        stream.set_read_timeout(Some(HEALTH_TIMEOUT)).ok()?;
+        stream.set_write_timeout(Some(HEALTH_TIMEOUT)).ok()?;
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: wirelint\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut answer = Vec::new();
+        // A health answer is a few lines: read no more than 4 KiB.
+        stream.take(4096).read_to_end(&mut answer).ok()?;
+        Some(String::from_utf8_lossy(&answer).into_owned())
+    });
+    let Some(answer) = asked else {
+        eprintln!("wirelint health: no answer from http://{admin}/healthz (is wirelint running with --admin {admin}?)");
+        return 1;
+    };
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse::<u16>().ok());
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b.trim());
+    match status {
+        Some(200) => {
+            println!("{body}");
+            0
+        }
+        Some(code) => {
+            eprintln!("wirelint health: {code} {body}");
+            1
+        }
+        None => {
+            eprintln!("wirelint health: http://{admin}/healthz gave no HTTP status");
+            1
+        }
     }
 }
 

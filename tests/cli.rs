@@ -293,3 +293,16 @@ fn an_empty_admin_token_is_refused_at_start() {
         "{err}"
     );
 }
+
+#[test]
+fn admin_endpoints_off_loopback_need_a_token() {
+    let (code, _, err) = run(wirelint()
+        .args(["proxy", "--upstream", "mongodb://127.0.0.1:1/"])
+        .env("WIRELINT_ADMIN", "0.0.0.0:0")
+        .env_remove("WIRELINT_ADMIN_TOKEN"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`admin`") && err.contains("WIRELINT_ADMIN_TOKEN"),
+        "{err}"
+    );
+}

@@ -1,8 +1,9 @@
 //! The admin HTTP server (`--admin HOST:PORT`, loopback by default):
 //! `/metrics` in the Prometheus text format, `/findings` and `/patterns` as
-//! JSON, `/healthz`. It only reads; it shares nothing with the forwarding
-//! path but the counters. With a token (`--admin-token`), every endpoint
-//! but `/healthz` asks for `Authorization: Bearer <token>`.
+//! JSON, `/healthz` (200 while the upstream answers a hello, 503 when it
+//! does not). It only reads; it shares nothing with the forwarding path but
+//! the counters. With a token (`--admin-token`), every endpoint but
+//! `/healthz` asks for `Authorization: Bearer <token>`.
 
 use crate::analysis::knowledge::Knowledge;
 use crate::report::Report;
@@ -35,9 +36,16 @@ pub struct AdminState {
     snapshot: Arc<Mutex<Option<Snapshot>>>,
     /// What the OTLP export sent and lost, when it runs.
     pub otlp: Option<Arc<otlp::Counters>>,
-    /// Asks the upstream a hello (`GET /upstream`), when a proxy runs.
+    /// Asks the upstream a hello (`GET /upstream`, `/healthz`), when a
+    /// proxy runs.
     pub upstream_check: Option<crate::proxy::UpstreamCheck>,
+    /// `/healthz`'s last answer and when: however often it is asked, the
+    /// upstream is asked at most once per [`HEALTH_AGE`].
+    health: Arc<tokio::sync::Mutex<Option<(Instant, bool)>>>,
 }
+
+/// How old an upstream check `/healthz` may answer with.
+const HEALTH_AGE: Duration = Duration::from_secs(2);
 
 /// A report and when it was built.
 type Snapshot = (Instant, Arc<Report>);
@@ -62,6 +70,7 @@ impl AdminState {
             snapshot: Arc::default(),
             otlp: None,
             upstream_check: None,
+            health: Arc::default(),
         }
     }
 
@@ -184,7 +193,7 @@ pub fn router(state: AdminState) -> Router {
             state.clone(),
             require_token,
         ))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         // The page holds no data: it fetches /report with the token.
         .route("/", get(dashboard))
         .route("/dashboard", get(dashboard))
@@ -314,6 +323,31 @@ async fn check_upstream(State(state): State<AdminState>) -> impl IntoResponse {
             StatusCode::SERVICE_UNAVAILABLE,
             Json(serde_json::json!({"ok": false, "error": error})),
         ),
+    }
+}
+
+/// For health checks (a container's, a load balancer's, a Kubernetes
+/// probe's): 200 `ok` while the upstream answers a hello, 503 when it does
+/// not, with no detail (the endpoint is open; `/upstream` says why, behind
+/// the token). Where no proxy runs, 200.
+async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
+    let Some(check) = state.upstream_check.clone() else {
+        return (StatusCode::OK, "ok\n");
+    };
+    // One check at a time; the others wait for it and take its answer.
+    let mut last = state.health.lock().await;
+    let up = match *last {
+        Some((at, up)) if at.elapsed() < HEALTH_AGE => up,
+        _ => {
+            let up = check.check().await.is_ok();
+            *last = Some((Instant::now(), up));
+            up
+        }
+    };
+    if up {
+        (StatusCode::OK, "ok\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "upstream unreachable\n")
     }
 }
 

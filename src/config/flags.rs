@@ -393,7 +393,8 @@ impl Sources<'_> {
             Some(settings.report_interval),
         )?
         .unwrap_or(settings.report_interval);
-        settings.admin = pick!(self, admin, "admin").map(|(v, _)| v);
+        let admin = pick!(self, admin, "admin");
+        settings.admin = admin.as_ref().map(|(v, _)| v.clone());
         settings.admin_token = match pick!(self, admin_token, "admin-token") {
             Some((token, origin)) if token.trim().is_empty() => {
                 return Err(ConfigError::Invalid {
@@ -404,6 +405,21 @@ impl Sources<'_> {
             }
             other => other.map(|(v, _)| v),
         };
+        // Reachable from other hosts, the report and the live findings
+        // (collection and field names, query shapes) need a token.
+        if let Some((address, origin)) = admin {
+            if settings.admin_token.is_none() && !on_loopback(&address) {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key: "admin".into(),
+                    message: format!(
+                        "is {address}, reachable from other hosts, and no admin token is set: \
+                         set WIRELINT_ADMIN_TOKEN (or admin_token under [proxy]), or serve the \
+                         admin endpoints on loopback (127.0.0.1:PORT)"
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -567,6 +583,20 @@ pub(super) fn file_only(
     Ok(())
 }
 
+/// Whether an admin address (`HOST:PORT`) is reachable from this host only:
+/// a loopback IP, or `localhost`.
+fn on_loopback(address: &str) -> bool {
+    let host = address
+        .rsplit_once(':')
+        .map_or(address, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,6 +669,35 @@ mod tests {
             err.contains("--otlp-endpoint (or WIRELINT_OTLP_ENDPOINT)") && err.contains("https"),
             "{err}"
         );
+    }
+
+    /// The admin endpoints need a token only where other hosts reach them.
+    #[test]
+    fn admin_off_loopback_needs_a_token() {
+        for (admin, token, ok) in [
+            ("127.0.0.1:9090", None, true),
+            ("[::1]:9090", None, true),
+            ("localhost:9090", None, true),
+            ("0.0.0.0:9090", None, false),
+            ("10.1.2.3:9090", None, false),
+            ("0.0.0.0:9090", Some("s3cret"), true),
+        ] {
+            let (_dir, mut args) = with_file("");
+            args.admin = Some(admin.into());
+            args.admin_token = token.map(String::from);
+            let got = args.settings();
+            assert_eq!(got.is_ok(), ok, "{admin} {token:?}");
+            if let Err(err) = got {
+                let err = err.to_string();
+                assert!(
+                    err.contains("--admin") && err.contains("WIRELINT_ADMIN_TOKEN"),
+                    "{err}"
+                );
+            }
+        }
+        let (_dir, args) = with_file("[proxy]\nadmin = \"0.0.0.0:9090\"\n");
+        let err = args.settings().unwrap_err().to_string();
+        assert!(err.contains("w.toml") && err.contains("`admin`"), "{err}");
     }
 
     /// The target: the flag wins over the file's `[proxy] target`; a name
