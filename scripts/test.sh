@@ -25,7 +25,7 @@
 #
 #   scripts/test.sh                     everything
 #   scripts/test.sh [cargo test args…]  the same, but the tests as one
-#                                       `cargo test --features e2e ARGS…`
+#                                       `cargo test --features e2e[,containers] ARGS…`
 #
 # With no arguments the test binaries run two at a time
 # ($WIRELINT_TEST_LANES), each one's output in target/test-logs/ (printed
@@ -37,8 +37,14 @@
 #
 # Each step prints its seconds when it ends, and all of them at the end.
 #
-# testcontainers tests (real MongoDB in Docker) run only where `docker info`
-# answers; elsewhere they stay "ignored" and this script says why.
+# The container suites (wirelint's image and the FerretDB image built by
+# scripts/image.sh, the deploy examples, each runner's Testcontainers
+# helper) need a Docker engine. When none answers `docker info`, this
+# script installs Debian's docker.io (and docker-compose) if missing and
+# starts `dockerd --iptables=false --bridge=none` for the run, stopping it
+# at the end; with an engine it runs the tests with `--features
+# e2e,containers`. Where no engine can start it says why, and the
+# container tests stay "ignored", never counted as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,8 +69,15 @@ step() {
   echo "== $1${2:+: ${*:2}}" >&2
 }
 release_pid=0
+dockerd_pid=0
 summary() {
   local status=$1
+  # The Docker engine this run started, with what still runs in it.
+  if [ "$dockerd_pid" -gt 0 ]; then
+    docker ps -q 2>/dev/null | xargs -r docker rm -f >/dev/null 2>&1 || true
+    kill "$dockerd_pid" 2>/dev/null || true
+    wait "$dockerd_pid" 2>/dev/null || true
+  fi
   # A release build still running in the background (a step failed).
   if [ "$release_pid" -gt 0 ]; then kill -- -"$release_pid" 2>/dev/null || true; fi
   if [ "$status" -ne 0 ]; then end_step " (FAILED)"; else end_step; fi
@@ -115,6 +128,38 @@ fi
 # Debian starts a cluster of its own on 5432 on installation: the tests
 # start their own servers (scripts/ferretdb.sh postgresql) and need none.
 
+step "Docker engine" "(the container suites: Debian's docker.io and docker-compose; started for this run when none answers)"
+features=e2e
+if ! docker info >/dev/null 2>&1; then
+  if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker-compose >/dev/null 2>&1; then
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq docker.io docker-compose >/dev/null || true
+  fi
+  if command -v dockerd >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+    mkdir -p target
+    # No bridge and no iptables: containers share the host's network,
+    # which is all these machines allow (and what the tests use).
+    setsid dockerd --iptables=false --bridge=none >target/dockerd.log 2>&1 &
+    dockerd_pid=$!
+    for _ in $(seq 60); do
+      docker info >/dev/null 2>&1 && break
+      sleep 0.5
+    done
+  fi
+fi
+if docker info >/dev/null 2>&1; then
+  features=e2e,containers
+  echo "Docker engine: $(docker version --format '{{.Server.Version}}')$([ "$dockerd_pid" -eq 0 ] || echo ", started for this run (its log: target/dockerd.log)")" >&2
+else
+  why="no Docker engine answers 'docker info'"
+  if [ "$(id -u)" -ne 0 ]; then why="$why, and only root starts one here"; fi
+  if [ -s target/dockerd.log ]; then why="$why; dockerd said: $(tail -n 3 target/dockerd.log | tr '\n' ' ')"; fi
+  echo "containers: SKIPPED, not passed: $why. The container tests (tests/testcontainers.rs, tests/deploy.rs, and those of junit, node_runners and python_plugin) stay 'ignored'." >&2
+fi
+export WIRELINT_TEST_FEATURES=$features
+
 step "maturin" "(PyPI: scripts/wheel.sh builds the wheel and the release binary with it)"
 if ! python3 -m maturin --version >/dev/null 2>&1; then
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet "maturin>=1.7,<2"
@@ -147,10 +192,10 @@ release_pid=$!
 echo "== release build started in the background (scripts/wheel.sh; its log: $release_log)" >&2
 
 step "cargo clippy"
-cargo clippy --locked --all-targets --features e2e --quiet -- -D warnings
+cargo clippy --locked --all-targets --features "$features" --quiet -- -D warnings
 
 step "cargo test --no-run" "(the test build)"
-cargo test --locked --features e2e --no-run --quiet
+cargo test --locked --features "$features" --no-run --quiet
 
 step "release build" "(time spent waiting for it here)"
 built=0
@@ -164,9 +209,14 @@ fi
 echo "release build: $((SECONDS - release_began)) s from its start; target/release/wirelint $(du -h target/release/wirelint | cut -f1)" >&2
 steps+=("$(printf '%6d s  %s' "$((SECONDS - release_began))" "(release build, from its start in the background)")")
 
+if [ "$features" = e2e,containers ]; then
+  step "images" "(scripts/image.sh: wirelint's and FerretDB's, for the container suites)"
+  scripts/image.sh >/dev/null
+fi
+
 step "cargo test"
 if [ $# -gt 0 ]; then
-  cargo test --locked --features e2e "$@"
+  cargo test --locked --features "$features" "$@"
 else
   logs=target/test-logs
   rm -rf "$logs"
@@ -193,7 +243,7 @@ else
       ps -eo pid,ppid,pgid,etimes,args --forest ) >>"$log" 2>&1 &
     local watchdog=$!
     WIRELINT_BACKEND=$storage timeout --kill-after=30 "$((limit + 5))" \
-      cargo test --locked --features e2e "${args[@]}" >>"$log" 2>&1 || status=$?
+      cargo test --locked --features "$WIRELINT_TEST_FEATURES" "${args[@]}" >>"$log" 2>&1 || status=$?
     pkill -P "$watchdog" sleep 2>/dev/null || true
     kill "$watchdog" 2>/dev/null || true
     local took=$((SECONDS - began))
@@ -232,6 +282,12 @@ else
       echo "==== $name: its output ($logs/$name.log)" >&2
       cat "$logs/$name.log" >&2
     done
+    # Each panic's message once more, last: where a long log is cut in the
+    # middle, the reason still shows.
+    for name in $failed; do
+      echo "==== $name: its panics" >&2
+      awk '/panicked at/ {p = 1} /^stack backtrace:|^note: run with/ {p = 0} p' "$logs/$name.log" | head -c 20000 >&2
+    done
     echo "failed: $(echo $failed)" >&2
     exit 1
   fi
@@ -252,22 +308,11 @@ fi
 # front of the release binary: it shows the benchmarks run, its figures
 # are not measurements (scripts/bench.sh measures).
 step "benchmarks" "a few seconds as a smoke check (figures printed, nothing asserted)"
-cargo bench --locked --quiet --profile dev --features e2e --bench proxy -- --seconds 0.2 --rounds 1 --conns 1 --ferretdb-conns 1 --scale 100 | tail -4
-cargo bench --locked --quiet --profile dev --features e2e --bench analysis -- --sample-count 3 >/dev/null
+cargo bench --locked --quiet --profile dev --features "$features" --bench proxy -- --seconds 0.2 --rounds 1 --conns 1 --ferretdb-conns 1 --scale 100 | tail -4
+cargo bench --locked --quiet --profile dev --features "$features" --bench analysis -- --sample-count 3 >/dev/null
 
 # Instructions per request/reply pair (callgrind) against
 # benches/icount-baseline.tsv: fails on a rise of more than 3 %.
 step "instruction counts" "the analysis per message under callgrind, against its baseline (scripts/icount.sh)"
 scripts/icount.sh
 
-step "testcontainers"
-if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-  cargo test --locked --features e2e --test testcontainers -- --ignored
-  # The npm package's setups without MONGODB_URI: @testcontainers/mongodb.
-  cargo test --locked --features e2e --test node_runners -- --ignored
-  # The JUnit extension with a Testcontainers MongoDB (examples/spring-boot, -Pcontainers).
-  cargo test --locked --features e2e --test junit -- --ignored
-else
-  echo "testcontainers: SKIPPED, not passed: no Docker engine answers 'docker info' on this machine." >&2
-  echo "                (tests/testcontainers.rs and the container tests of node_runners and junit stay 'ignored'; they run where Docker is available)" >&2
-fi

@@ -17,6 +17,8 @@
 //! wirelint in-process, read its address, counters and findings, and shut it
 //! down.
 
+#[cfg(feature = "testcontainers")]
+pub mod container;
 pub mod offline;
 mod partition_key_discovery;
 
