@@ -55,32 +55,10 @@ fn succeed(command: &mut Command, limit: Duration) -> Output {
     out
 }
 
-/// `scripts/image.sh`'s tags: wirelint's image and FerretDB's.
+/// `scripts/image.sh`'s tags, wirelint's image and FerretDB's: the
+/// examples name the image of this crate's version.
 fn images() -> (String, String) {
-    static TAGS: OnceLock<(String, String)> = OnceLock::new();
-    TAGS.get_or_init(|| {
-        let out = succeed(
-            common::outside_cargo_test(
-                Command::new("bash").arg(common::manifest_dir().join("scripts/image.sh")),
-            ),
-            Duration::from_secs(1800),
-        );
-        let tags = text(&out.stdout);
-        let find = |prefix: &str| {
-            tags.lines()
-                .find(|t| t.starts_with(prefix))
-                .unwrap_or_else(|| panic!("scripts/image.sh printed no {prefix}… tag: {tags}"))
-                .to_string()
-        };
-        let wirelint = find("wirelint:");
-        assert_eq!(
-            wirelint,
-            format!("wirelint:{}", env!("CARGO_PKG_VERSION")),
-            "the examples name the image of this version"
-        );
-        (wirelint, find("wirelint-ferretdb:"))
-    })
-    .clone()
+    common::containers::images()
 }
 
 /// A port nobody listens on now, on any address (the admin endpoints of

@@ -12,14 +12,14 @@
 //! any test with a message naming it. The bin shim is checked on its own:
 //! arguments, output, exit status, signals, `WIRELINT_BINARY`.
 //!
-//! Without `MONGODB_URI` the setups start MongoDB with
-//! `@testcontainers/mongodb`: that needs a Docker engine, so its test is
-//! `#[ignore]`d and runs only with `--ignored` (it fails, rather than
-//! pass, where no engine answers).
+//! Without `MONGODB_URI` the setups start the FerretDB image and
+//! wirelint's image in containers with `testcontainers`: those tests need
+//! a Docker engine and run with the `containers` feature (where no engine
+//! answers they fail, rather than pass).
 
 mod common;
 
-use common::Backend;
+use common::{containers, Backend};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -469,7 +469,7 @@ fn the_suite_fails_on_the_n_plus_one_and_passes_without(runner: Runner) {
     let r = run_suite(runner, &suite, Some(&uri), &[]);
     stopped(
         &r,
-        r#""wirelint": unknown option "fail_on"; the options are env, upstream, failOn, report, sarif, junit, config, image, showValues"#,
+        r#""wirelint": unknown option "fail_on"; the options are env, upstream, failOn, report, sarif, junit, config, image, proxyImage, showValues"#,
     );
     std::fs::write(&manifest, original).unwrap();
 
@@ -611,31 +611,115 @@ fn sigterm_reaches_the_binary(shim: &mut Command) {
     drop(kill_group);
 }
 
-/// No `MONGODB_URI`: the setup starts MongoDB with @testcontainers/mongodb
-/// (an optional peer dependency) and runs wirelint in front of it.
-#[test]
-#[ignore = "needs a Docker engine: run with --ignored where `docker info` answers"]
-fn without_a_uri_testcontainers_starts_mongodb() {
-    let docker = Command::new("docker").arg("info").output();
-    assert!(
-        docker.is_ok_and(|o| o.status.success()),
-        "no Docker engine answers `docker info`: this test cannot run here (not passed)"
-    );
+/// Which test thread's runs count the containers: one at a time.
+static CONTAINERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// No `MONGODB_URI`: the global setup starts the FerretDB image in a
+/// container and wirelint's image in another, both on the host's network,
+/// with `testcontainers` (an optional peer dependency, installed here at
+/// the last version that runs on Node 20). With the N+1 the run fails and
+/// names the front page's test, as it does with the binary; without it the
+/// run passes; a wirelint image that is not there stops the run before
+/// any test. Every container a run started is removed by its end
+/// (Testcontainers' Ryuk, which would otherwise clean up, cannot be pulled
+/// here and is off).
+fn without_a_uri_the_database_and_wirelint_run_in_containers(runner: Runner) {
+    let _one = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    let (wirelint, ferretdb) = containers::images();
+    let (wirelint, ferretdb) = (wirelint.as_str(), ferretdb.as_str());
     let dir = tempfile::tempdir().unwrap();
-    // 11.x: the last line that runs on Node 20.
-    let suite = prepare(
-        Runner::Jest,
-        dir.path(),
-        &["@testcontainers/mongodb@11.9.0"],
-    );
-    let r = run_suite(Runner::Jest, &suite, None, &[]);
+    let suite = prepare(runner, dir.path(), &["testcontainers@11.14.0"]);
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let env = [
+        ("TESTCONTAINERS_RYUK_DISABLED", "true"),
+        // Testcontainers looks for the engine's address on its bridge
+        // network when it runs in a container; this engine has none, and
+        // every container here is on the host's network.
+        ("TESTCONTAINERS_HOST_OVERRIDE", "localhost"),
+        ("TMPDIR", tmp.to_str().unwrap()),
+    ];
+    let db = runner.db();
+
+    // With the N+1: every test passes, the run fails on WL401 and names
+    // the test that showed it.
+    let since = containers::unix_now();
+    let r = run_suite(runner, &suite, None, &env);
     assert_ne!(r.status, 0, "{}", r.out);
-    assert_eq!(Runner::Jest.tests(&r.out), Some((3, 3)), "{}", r.out);
+    assert_eq!(runner.tests(&r.out), Some((3, 3)), "{}", r.out);
     assert!(
-        r.out.contains("WL401 n-plus-one · blog_jest.users"),
+        r.out.contains(&format!("WL401 n-plus-one · {db}.users")),
         "{}",
         r.out
     );
+    assert!(
+        r.out.contains("reached failOn warning: the run fails"),
+        "{}",
+        r.out
+    );
+    names_the_n_plus_one_test(runner, &suite, &r.out, &sarif_results(&suite));
+    let seen = report_namespaces(&suite);
+    assert!(
+        seen.contains(&format!("{db}.posts")) && seen.contains(&format!("{db}_posts.posts")),
+        "{seen:?}"
+    );
+    containers::started_and_removed(since, "node", &[ferretdb, wirelint], &r.out);
+
+    // Without it: the run passes with nothing to report, and leaves
+    // nothing behind.
+    let since = containers::unix_now();
+    let mut clean = env.to_vec();
+    clean.push(("BLOG_AUTHORS", "batched"));
+    let r = run_suite(runner, &suite, None, &clean);
+    assert_eq!(r.status, 0, "{}", r.out);
+    assert_eq!(runner.tests(&r.out), Some((3, 3)), "{}", r.out);
+    assert!(r.out.contains("wirelint: 0 finding(s)"), "{}", r.out);
+    assert!(!r.out.contains("WL401"), "{}", r.out);
+    containers::started_and_removed(since, "node", &[ferretdb, wirelint], &r.out);
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("wirelint-"))
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+
+    // A wirelint image that is not there (nothing can be pulled): the run
+    // stops before any test, saying so, and the database's container is
+    // removed.
+    let since = containers::unix_now();
+    let mut missing = env.to_vec();
+    missing.push(("WIRELINT_PROXY_IMAGE", "wirelint:no-such-version"));
+    let r = run_suite(runner, &suite, None, &missing);
+    assert_ne!(r.status, 0, "{}", r.out);
+    assert!(
+        r.out.contains(
+            "wirelint did not start: the wirelint container (wirelint:no-such-version) did not start"
+        ),
+        "{}",
+        r.out
+    );
+    assert_eq!(runner.tests(&r.out), None, "no test ran: {}", r.out);
+    assert!(!suite.join("wirelint-report.json").exists());
+    containers::started_and_removed(since, "node", &[ferretdb], &r.out);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "containers"),
+    ignore = "containers: needs a Docker engine (scripts/test.sh starts one)"
+)]
+fn jest_without_a_uri_runs_ferretdb_and_wirelint_in_containers() {
+    without_a_uri_the_database_and_wirelint_run_in_containers(Runner::Jest);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "containers"),
+    ignore = "containers: needs a Docker engine (scripts/test.sh starts one)"
+)]
+fn vitest_without_a_uri_runs_ferretdb_and_wirelint_in_containers() {
+    without_a_uri_the_database_and_wirelint_run_in_containers(Runner::Vitest);
 }
 
 /// Watch mode runs again after a run whose findings tripped the gate, and

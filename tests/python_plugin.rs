@@ -14,9 +14,10 @@
 
 mod common;
 
-use common::Backend;
-use std::path::Path;
+use common::{containers, Backend};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// pip, pytest: fifteen minutes at most (the first pip install fetches from PyPI).
@@ -35,12 +36,20 @@ fn pytest_with(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (i32, String) {
+    let mut all = vec!["--wirelint-upstream", upstream];
+    all.extend_from_slice(args);
+    pytest_in(venv, suite, &all, env)
+}
+
+/// pytest in `suite` with `args` and `env` (and no `WIRELINT_BINARY` or
+/// `WIRELINT_UPSTREAM` inherited): its exit status and stdout.
+fn pytest_in(venv: &Path, suite: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let out = run(Command::new(venv.join("bin/pytest"))
         .current_dir(suite)
         .env_remove("WIRELINT_BINARY")
         .env_remove("WIRELINT_UPSTREAM")
         .envs(env.iter().copied())
-        .args(["-p", "no:cacheprovider", "--wirelint-upstream", upstream])
+        .args(["-p", "no:cacheprovider"])
         .args(args));
     (
         out.status.code().unwrap_or(-1),
@@ -83,30 +92,66 @@ fn names_the_n_plus_one_test(suite: &Path, out: &str, sarif: &[serde_json::Value
     assert!(!junit.contains("test_posts.py"), "{junit}");
 }
 
-#[test]
-#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, wheel, PyPI")]
-fn the_pytest_plugin_fails_the_session_on_an_anti_pattern() {
-    let root = common::manifest_dir();
-    let mut build = Command::new("bash");
-    build.arg(root.join("scripts/wheel.sh"));
-    common::outside_cargo_test(&mut build);
-    let wheel = run(&mut build);
-    assert!(wheel.status.success(), "scripts/wheel.sh failed");
-    let wheel = String::from_utf8(wheel.stdout).unwrap().trim().to_string();
-    assert!(wheel.ends_with(".whl"), "{wheel}");
+/// The wheel's absolute path, built once per test binary by
+/// `scripts/wheel.sh` (without the variables `cargo test` sets: see
+/// `common::outside_cargo_test`).
+fn wheel() -> &'static str {
+    static WHEEL: OnceLock<String> = OnceLock::new();
+    WHEEL.get_or_init(|| {
+        let mut build = Command::new("bash");
+        build.arg(common::manifest_dir().join("scripts/wheel.sh"));
+        common::outside_cargo_test(&mut build);
+        let wheel = run(&mut build);
+        assert!(wheel.status.success(), "scripts/wheel.sh failed");
+        let wheel = String::from_utf8(wheel.stdout).unwrap().trim().to_string();
+        assert!(wheel.ends_with(".whl"), "{wheel}");
+        // It prints the path from the repository's root.
+        common::manifest_dir()
+            .join(wheel)
+            .to_string_lossy()
+            .into_owned()
+    })
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let venv = dir.path().join("venv");
+/// A fresh virtual environment in `dir` with `wheel` (the wheel, with
+/// extras if any) and `packages` installed from PyPI.
+fn venv(dir: &Path, wheel: &str, packages: &[&str]) -> PathBuf {
+    let venv = dir.join("venv");
     let python = std::env::var("WIRELINT_PYTHON").unwrap_or_else(|_| "python3".into());
     assert!(run(Command::new(python).args(["-m", "venv"]).arg(&venv))
         .status
         .success());
     assert!(run(Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check"])
-        .arg(&wheel)
-        .args(["pytest>=7,<10", "pymongo>=4.6,<5", "pytest-xdist>=3,<4"]))
+        .arg(wheel)
+        .args(packages))
     .status
     .success());
+    venv
+}
+
+/// A copy of the example in `dir`, so that its outputs stay out of the tree.
+fn copy_suite(dir: &Path) -> PathBuf {
+    let suite = dir.join("suite");
+    std::fs::create_dir(&suite).unwrap();
+    for entry in std::fs::read_dir(common::manifest_dir().join("examples/pytest")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "py" || e == "ini") {
+            std::fs::copy(&path, suite.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    suite
+}
+
+#[test]
+#[cfg_attr(not(feature = "e2e"), ignore = "e2e: needs FerretDB, wheel, PyPI")]
+fn the_pytest_plugin_fails_the_session_on_an_anti_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let venv = venv(
+        dir.path(),
+        wheel(),
+        &["pytest>=7,<10", "pymongo>=4.6,<5", "pytest-xdist>=3,<4"],
+    );
     // The wheel put the binary in the environment.
     let version = run(Command::new(venv.join("bin/wirelint")).arg("--version"));
     assert!(String::from_utf8_lossy(&version.stdout).starts_with("wirelint "));
@@ -124,15 +169,7 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
     ]));
     assert!(check.status.success());
 
-    // A copy of the example, so that its outputs stay out of the tree.
-    let suite = dir.path().join("suite");
-    std::fs::create_dir(&suite).unwrap();
-    for entry in std::fs::read_dir(root.join("examples/pytest")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "py" || e == "ini") {
-            std::fs::copy(&path, suite.join(path.file_name().unwrap())).unwrap();
-        }
-    }
+    let suite = copy_suite(dir.path());
 
     let backend = Backend::start(Default::default());
     let upstream = backend.uri();
@@ -233,4 +270,82 @@ assert client_uri("mongodb://a:1,b:2", "127.0.0.1:9") == "mongodb://127.0.0.1:9/
     let (status, out) = pytest_with(&venv, &suite, &upstream, &args, &own);
     assert_eq!(status, 0, "{out}");
     assert!(out.contains("wirelint saw no data operations"), "{out}");
+}
+
+/// No upstream: the plugin starts the FerretDB image in a container and
+/// wirelint's image in another, both on the host's network, with the
+/// `testcontainers` extra (`wirelint[testcontainers]`). The example suite
+/// fails the session on its N+1 and names the test, as it does with the
+/// binary; without the N+1 it passes; a wirelint image that is not there
+/// fails the session before any test passes. Every container a session
+/// started is removed by its end (Testcontainers' Ryuk, which would
+/// otherwise clean up, cannot be pulled here and is off).
+#[test]
+#[cfg_attr(
+    not(feature = "containers"),
+    ignore = "containers: needs a Docker engine (scripts/test.sh starts one)"
+)]
+fn without_an_upstream_the_plugin_runs_ferretdb_and_wirelint_in_containers() {
+    let (wirelint, ferretdb) = containers::images();
+    let (wirelint, ferretdb) = (wirelint.as_str(), ferretdb.as_str());
+    let dir = tempfile::tempdir().unwrap();
+    let venv = venv(
+        dir.path(),
+        &format!("wirelint[testcontainers] @ file://{}", wheel()),
+        &["pytest>=7,<10", "pymongo>=4.6,<5", "testcontainers==4.15.0"],
+    );
+    let suite = copy_suite(dir.path());
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let env = [
+        ("TESTCONTAINERS_RYUK_DISABLED", "true"),
+        ("TMPDIR", tmp.to_str().unwrap()),
+    ];
+
+    // The whole suite: the tests pass, the N+1 fails the session and the
+    // findings name its test.
+    let since = containers::unix_now();
+    let (status, out) = pytest_in(&venv, &suite, &[], &env);
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("4 passed"), "{out}");
+    assert!(out.contains("WL401 n-plus-one"), "{out}");
+    assert!(
+        out.contains("reached --wirelint-fail-on warning: the session fails"),
+        "{out}"
+    );
+    let results = sarif_results(&suite);
+    assert_eq!(results.len(), 1, "{results:?}");
+    names_the_n_plus_one_test(&suite, &out, &results);
+    containers::started_and_removed(since, "python", &[ferretdb, wirelint], &out);
+
+    // Without the anti-pattern: the session passes with nothing to
+    // report, and leaves nothing behind.
+    let since = containers::unix_now();
+    let (status, out) = pytest_in(&venv, &suite, &["test_posts.py"], &env);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("3 passed"), "{out}");
+    assert!(out.contains("wirelint: 0 finding(s)"), "{out}");
+    assert!(sarif_results(&suite).is_empty());
+    containers::started_and_removed(since, "python", &[ferretdb, wirelint], &out);
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("wirelint-"))
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+
+    // A wirelint image that is not there (nothing can be pulled): no test
+    // passes, the error says which image, and the database's container
+    // is removed.
+    let since = containers::unix_now();
+    let args = ["--wirelint-proxy-image", "wirelint:no-such-version"];
+    let (status, out) = pytest_in(&venv, &suite, &args, &env);
+    assert_ne!(status, 0, "{out}");
+    assert!(
+        out.contains("the wirelint container (wirelint:no-such-version) did not start"),
+        "{out}"
+    );
+    assert!(!out.contains("passed"), "{out}");
+    containers::started_and_removed(since, "python", &[ferretdb], &out);
 }

@@ -19,6 +19,7 @@
 
 mod common;
 
+use common::containers::{docker, images};
 use futures_util::TryStreamExt;
 use mongodb::bson::{doc, Document};
 use mongodb::options::ClientOptions;
@@ -32,18 +33,6 @@ async fn client(uri: &str) -> Client {
     Client::with_options(options).unwrap()
 }
 
-/// `docker ARGS…`: its stdout, trimmed; panics with its stderr on failure.
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// `docker logs` of a container, both streams.
 fn logs(id: &str) -> String {
     let out = Command::new("docker").args(["logs", id]).output().unwrap();
@@ -52,23 +41,6 @@ fn logs(id: &str) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// The images, built (or found up to date) by scripts/image.sh: the
-/// wirelint tag and the FerretDB tag.
-fn images() -> (String, String) {
-    let out = Command::new("scripts/image.sh").output().unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/image.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tags: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(String::from)
-        .collect();
-    assert_eq!(tags.len(), 2, "{tags:?}");
-    (tags[0].clone(), tags[1].clone())
 }
 
 /// Containers this test started, removed however it ends.

@@ -8,6 +8,7 @@ const fs = require("node:fs");
 const path = require("node:path");
 const { Proxy, SEVERITIES, request, worst } = require("./index");
 const tests = require("./tests");
+const containers = require("./testcontainers");
 
 /** The options: their key in package.json's "wirelint" object, their variable. */
 const OPTIONS = [
@@ -18,7 +19,8 @@ const OPTIONS = [
   { key: "sarif", variable: "WIRELINT_SARIF", what: "write the findings as SARIF 2.1.0 here" },
   { key: "junit", variable: "WIRELINT_JUNIT", what: "write the findings as JUnit XML here (for CI test views), one test case each" },
   { key: "config", variable: "WIRELINT_CONFIG", what: "a wirelint.toml (partition keys, rule thresholds)" },
-  { key: "image", variable: "WIRELINT_IMAGE", what: "the MongoDB image started when there is no upstream (default mongo:7.0)" },
+  { key: "image", variable: "WIRELINT_IMAGE", what: `the database image started when there is no upstream (default ${containers.FERRETDB_IMAGE})` },
+  { key: "proxyImage", variable: "WIRELINT_PROXY_IMAGE", what: `the wirelint image run in front of that database (default ${containers.WIRELINT_IMAGE})` },
   { key: "showValues", variable: "WIRELINT_SHOW_VALUES", what: "let findings carry example values from the traffic (true/false, default false)" },
 ];
 const KEYS = OPTIONS.map((o) => o.key);
@@ -142,38 +144,32 @@ function check(key, value, source) {
   return value;
 }
 
-/** Starts a MongoDB container with @testcontainers/mongodb; resolves to its URI. */
-async function startContainer(options, state) {
-  let module;
+/**
+ * Starts the database container (`image`) with Testcontainers; resolves
+ * to the started database (its state.container).
+ */
+async function startDatabase(options, state) {
+  const image = options.image || containers.FERRETDB_IMAGE;
   try {
-    const resolved = require.resolve("@testcontainers/mongodb", { paths: [options.root, __dirname] });
-    module = require(resolved);
+    containers.load(options.root);
   } catch (e) {
-    if (e && e.code !== "MODULE_NOT_FOUND") throw e;
+    if (!(e instanceof containers.MissingTestcontainers)) throw e;
     throw new UsageError(
       `no database to run in front of: ${options.env} is not set. Set it to your test database's URI ` +
         `(or set WIRELINT_UPSTREAM, or "upstream" in package.json "wirelint"), or ` +
-        "`npm install --save-dev @testcontainers/mongodb` to have a MongoDB container started (needs a Docker engine). No test was run",
+        "`npm install --save-dev testcontainers` to have a database container started (needs a Docker engine). No test was run",
     );
   }
-  const image = options.image || "mongo:7.0";
-  let container;
   try {
-    container = await new module.MongoDBContainer(image).start();
+    state.container = await containers.startDatabase(image, { root: options.root });
   } catch (e) {
     throw new UsageError(
-      `no database to run in front of: ${options.env} is not set, and the MongoDB container (${image}) ` +
-        `could not be started — is a Docker engine running? (${String((e && e.message) || e).split("\n")[0]}). ` +
+      `no database to run in front of: ${options.env} is not set, and the database container (${image}) ` +
+        `could not be started — is a Docker engine running, and is the image there? (${String((e && e.message) || e).split("\n")[0]}). ` +
         "No test was run",
     );
   }
-  state.container = container;
-  // The container is a one-member replica set that names itself by an
-  // address only reachable inside it: wirelint connects to it directly.
-  const [base, query] = container.getConnectionString().split("?");
-  const params = (query ? query.split("&") : []).filter((o) => !/^directConnection=/i.test(o));
-  params.push("directConnection=true");
-  return `${base.replace(/\/?$/, "/")}?${params.join("&")}`;
+  return state.container;
 }
 
 /**
@@ -183,14 +179,21 @@ async function startContainer(options, state) {
 async function start(root) {
   const options = loadOptions(root);
   const state = { options, proxy: null, container: null, previous: process.env[options.env] };
-  let upstream = options.upstream || process.env[options.env];
-  if (upstream) check("upstream", upstream, options.upstream ? "upstream" : options.env);
-  if (!upstream) upstream = await startContainer(options, state);
+  const upstream = options.upstream || process.env[options.env];
   const args = options.showValues ? ["--show-values"] : [];
-  state.proxy = new Proxy(upstream, { report: options.report, config: options.config, args });
+  const settings = { report: options.report, config: options.config, args };
+  if (upstream) {
+    check("upstream", upstream, options.upstream ? "upstream" : options.env);
+    state.proxy = new Proxy(upstream, settings);
+  } else {
+    // No database: one in a container, and wirelint in another.
+    const database = await startDatabase(options, state);
+    state.proxy = new containers.WirelintContainer(database, { ...settings, image: options.proxyImage, root: options.root });
+  }
   try {
     process.env[options.env] = await state.proxy.start();
   } catch (e) {
+    state.proxy.cleanup();
     await stopContainer(state);
     throw plain(`wirelint did not start: ${e.message}`);
   }

@@ -14,8 +14,11 @@ Then either
   collected and the variable is pointed at it, so no test changes at all
   (with ``--wirelint-env`` alone, the variable's value is the upstream).
 
-Without an upstream, ``wirelint_uri`` starts a MongoDB container with
-testcontainers (``pip install testcontainers``) where a Docker engine runs.
+Without an upstream, the database and wirelint each run in a container
+(``pip install 'wirelint[testcontainers]'``, where a Docker engine runs):
+``--wirelint-image`` (default the FerretDB image ``wirelint-ferretdb:1.24.2``)
+and ``--wirelint-proxy-image`` (default ``wirelint:VERSION``), both on the
+host's network; see :mod:`wirelint.testcontainers`.
 
 Before the first test, wirelint asks the database a hello: a database that
 does not answer stops the session with wirelint's message. Each test is
@@ -85,13 +88,27 @@ class _State:
         if self.proxy:
             return self.proxy.uri
         upstream = self.upstream()
-        if not upstream:
-            upstream = self._container()
         args = []
         if self.config.getoption("wirelint_show_values"):
             args.append("--show-values")
-        self.proxy = Proxy(upstream, report=self.option("report"), config=self.option("config"), args=args)
-        uri = self.proxy.start()
+        settings = {"report": self.option("report"), "config": self.option("config"), "args": args}
+        if upstream:
+            self.proxy = Proxy(upstream, **settings)
+        else:
+            # No database: one in a container, and wirelint in another.
+            from .testcontainers import WirelintContainer
+
+            self.proxy = WirelintContainer(self._container(), image=self.option("proxy_image"), **settings)
+        try:
+            uri = self.proxy.start()
+        except BaseException as e:
+            # Nothing to report at the end: the tests that ask for
+            # wirelint_uri fail with this error.
+            self.error = f"wirelint did not start: {e}"
+            self.proxy.cleanup()
+            self.proxy = None
+            self._stop_container()
+            raise
         down = self.proxy.check_upstream()
         if down:
             self.down = down
@@ -127,18 +144,32 @@ class _State:
             # Never the tests' problem: findings just name no test.
             self.mark_error = f"wirelint could not be told which test runs ({e}); findings name no test"
 
-    def _container(self) -> str:
+    def _container(self):
+        from .testcontainers import FERRETDB_IMAGE, start_database
+
+        image = self.option("image") or FERRETDB_IMAGE
         try:
-            from testcontainers.mongodb import MongoDbContainer
+            self.container = start_database(image)
         except ImportError:
             raise pytest.UsageError(
                 "wirelint: no database to run in front of: give --wirelint-upstream URI "
                 "(or wirelint_upstream in the ini file, or WIRELINT_UPSTREAM), "
-                "or pip install testcontainers with a Docker engine running"
+                "or pip install 'wirelint[testcontainers]' with a Docker engine running"
             ) from None
-        self.container = MongoDbContainer(self.option("image") or "mongo:7.0")
-        self.container.start()
-        return self.container.get_connection_url()
+        except Exception as e:  # noqa: BLE001 - the engine's or the image's error, said below
+            self.down = str(e)
+            pytest.exit(
+                f"wirelint: no database to run in front of, and the database container ({image}) could not be "
+                f"started — is a Docker engine running, and is the image there? ({(str(e) or type(e).__name__).splitlines()[0]}). "
+                "No test was run.",
+                returncode=pytest.ExitCode.USAGE_ERROR,
+            )
+        return self.container
+
+    def _stop_container(self) -> None:
+        if self.container is not None:
+            container, self.container = self.container, None
+            container.stop()
 
     def stop(self) -> None:
         if not self.proxy:
@@ -147,9 +178,8 @@ class _State:
             self.report = self.proxy.stop()
         except (OSError, ValueError) as e:
             self.error = f"wirelint wrote no report ({e}); its log:\n{self.proxy.log()}"
-        if self.container is not None:
-            self.container.stop()
-            self.container = None
+        finally:
+            self._stop_container()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -162,7 +192,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("sarif", "FILE", "write the findings as SARIF 2.1.0 here (for code scanning)"),
         ("junit", "FILE", "write the findings as JUnit XML here (for CI test views), one test case each"),
         ("config", "FILE", "a wirelint.toml (partition keys, rule thresholds)"),
-        ("image", "IMAGE", "the MongoDB image testcontainers starts when no upstream is given (default mongo:7.0)"),
+        (
+            "image",
+            "IMAGE",
+            "the database image started when no upstream is given, with wirelint in a container of its own "
+            "(default wirelint-ferretdb:1.24.2; needs wirelint[testcontainers])",
+        ),
+        ("proxy-image", "IMAGE", "the wirelint image run in front of that database (default wirelint:VERSION)"),
     ]
     for name, metavar, help_text in options:
         dest = "wirelint_" + name.replace("-", "_")
