@@ -13,15 +13,22 @@
 //! fails saying so; a database that is down, or a `wirelint.env` variable
 //! that is not set, stops the run before its tests, naming the cause.
 //!
-//! The example's `ContainerFrontPageTest` (`mvn test -Pcontainers`) starts
-//! MongoDB itself with Testcontainers and hands its URI to
-//! `Wirelint.uri(upstream)`, with no `wirelint.upstream`: that needs a
-//! Docker engine, so its test is `#[ignore]`d and runs only with
-//! `--ignored` (it fails, rather than passes, where no engine answers: the
-//! class is then skipped).
+//! The example's `ContainerFrontPageTest` (`mvn test -Pcontainers`) runs
+//! the database and wirelint in containers, with no `wirelint.upstream`:
+//! FerretDB's image (`wirelint-ferretdb`) started by Testcontainers, and
+//! `Wirelint.uri(upstream)` starting wirelint's image in front of it
+//! through the extension's `WirelintContainer` (`wirelint.container=true`,
+//! set by the profile), all on the host's network. Its test needs a Docker
+//! engine and the images `scripts/image.sh` builds (it runs that first): it
+//! runs with the feature `containers`, and is ignored without it. The N+1
+//! fails the run naming the test, the batched page passes, and none of the
+//! containers the run started is left (Testcontainers' Ryuk is off, as it
+//! cannot be pulled: the example's code removes what it starts). Where the
+//! engine does not answer, the class is skipped, and the test fails.
 
 mod common;
 
+use common::containers::{docker, images, unix_now};
 use common::Backend;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -181,8 +188,17 @@ fn install_and_copy() -> (tempfile::TempDir, std::path::PathBuf) {
         root.join("target/release/wirelint").is_file(),
         "the extension's jar carries target/release/wirelint: cargo build --release first"
     );
-    let install = run(mvn(&root.join("java")).args(["-q", "install"]));
-    assert!(install.status.success(), "mvn install in java/ failed");
+    // Once for the tests of this file, which run at the same time: two
+    // builds in java/target, or a jar rewritten while a suite reads it,
+    // would spoil each other.
+    static INSTALLED: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    if !*installed {
+        let install = run(mvn(&root.join("java")).args(["-q", "install"]));
+        assert!(install.status.success(), "mvn install in java/ failed");
+        *installed = true;
+    }
+    drop(installed);
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("spring-boot");
     copy_tree(&root.join("examples/spring-boot"), &suite);
@@ -377,11 +393,21 @@ fn the_junit_extension_fails_the_run_on_an_anti_pattern() {
 }
 
 /// The report, SARIF and the JUnit XML beside Surefire's name the front
-/// page's N+1 test, with its source file and line, and not the others.
+/// page's N+1 test in `FrontPageTest`, with its source file and line, and
+/// not the others; every one of the suite's 4 tests was told to wirelint.
 fn names_the_n_plus_one_test(suite: &Path, sarif: &[serde_json::Value]) {
-    const ID: &str = "[engine:junit-jupiter]/[class:dev.wirelint.example.blog.FrontPageTest]/[method:the_front_page_names_every_author()]";
-    const FILE: &str = "src/test/java/dev/wirelint/example/blog/FrontPageTest.java";
-    let line = std::fs::read_to_string(suite.join(FILE))
+    names_the_test(suite, sarif, "dev.wirelint.example.blog.FrontPageTest", 4);
+}
+
+/// The report, SARIF and the JUnit XML beside Surefire's name
+/// `class`'s `the_front_page_names_every_author` for WL401, with its source
+/// file and line, and no other class; `told` tests were told to wirelint.
+fn names_the_test(suite: &Path, sarif: &[serde_json::Value], class: &str, told: usize) {
+    let id = format!(
+        "[engine:junit-jupiter]/[class:{class}]/[method:the_front_page_names_every_author()]"
+    );
+    let file = format!("src/test/java/{}.java", class.replace('.', "/"));
+    let line = std::fs::read_to_string(suite.join(&file))
         .unwrap()
         .lines()
         .position(|l| l.contains("void the_front_page_names_every_author("))
@@ -392,69 +418,160 @@ fn names_the_n_plus_one_test(suite: &Path, sarif: &[serde_json::Value]) {
     )
     .unwrap();
     let (tests, named) = common::report_tests(&report, "WL401");
-    assert_eq!(tests.len(), 4, "every test was told: {tests:?}");
-    assert_eq!(named, [ID]);
+    assert_eq!(tests.len(), told, "every test was told: {tests:?}");
+    assert_eq!(named, [id]);
     assert_eq!(
         common::sarif_location(sarif, "WL401"),
-        (FILE.to_string(), line as u64)
+        (file.clone(), line as u64)
     );
     let junit =
         std::fs::read_to_string(suite.join("target/surefire-reports/TEST-wirelint.xml")).unwrap();
     assert!(
-        junit.contains(&format!("file=\"{FILE}\" line=\"{line}\"")),
+        junit.contains(&format!("file=\"{file}\" line=\"{line}\"")),
         "{junit}"
     );
     assert!(junit.contains("<failure type=\"warning\""), "{junit}");
     assert!(!junit.contains("PostsTest"), "{junit}");
 }
 
-/// No `wirelint.upstream`: `ContainerFrontPageTest` starts MongoDB with
-/// Testcontainers and `Wirelint.uri(upstream)` starts wirelint in front of
-/// it; the per-row front page fails the run, the batched one passes.
+/// The containers Testcontainers for Java created since `since` (seconds
+/// since the epoch): (full id, image, Testcontainers' session id), from the
+/// engine's events, in the order they were created.
+fn java_containers_since(since: u64) -> Vec<(String, String, String)> {
+    let until = (unix_now() + 1).to_string();
+    docker(&[
+        "events",
+        "--since",
+        &since.to_string(),
+        "--until",
+        &until,
+        "--filter",
+        "type=container",
+        "--filter",
+        "event=create",
+        "--filter",
+        "label=org.testcontainers.lang=java",
+        "--format",
+        "{{.ID}} {{.Actor.Attributes.image}} {{index .Actor.Attributes \"org.testcontainers.sessionId\"}}",
+    ])
+    .lines()
+    .filter_map(|l| {
+        let mut words = l.split_whitespace().map(str::to_string);
+        Some((words.next()?, words.next()?, words.next()?))
+    })
+    .collect()
+}
+
+/// `mvn test -Pcontainers ARGS…` in the example, with Testcontainers set
+/// for this engine: no Ryuk (it cannot be pulled here) and the host's
+/// loopback as the containers' address (they share the host's network; the
+/// engine has no bridge network for Testcontainers to look it up on).
+/// Fails unless the run created FerretDB's container then wirelint's, and
+/// left neither: (exit status, everything Maven printed).
+fn containers_test(suite: &Path, args: &[&str]) -> (i32, String) {
+    const CLASS: &str = "dev.wirelint.example.blog.ContainerFrontPageTest";
+    let _ = std::fs::remove_dir_all(suite.join("target/surefire-reports"));
+    let _ = std::fs::remove_file(suite.join("target/wirelint.sarif"));
+    let _ = std::fs::remove_file(suite.join("target/wirelint-report.json"));
+    let since = unix_now();
+    let out = run(mvn(suite)
+        .env("TESTCONTAINERS_RYUK_DISABLED", "true")
+        .env("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
+        .args(["test", "-Pcontainers"])
+        .args(args));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ran(suite, CLASS, &text);
+    // The database in one container, wirelint in another, both from this
+    // run (one Testcontainers session).
+    let created = java_containers_since(since);
+    let images: Vec<&str> = created.iter().map(|c| c.1.as_str()).collect();
+    let wirelint = format!("wirelint:{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        images,
+        ["wirelint-ferretdb:1.24.2", wirelint.as_str()],
+        "{created:?}\n{text}"
+    );
+    assert_eq!(created[0].2, created[1].2, "{created:?}");
+    // The one wirelint of the run says it is that container.
+    assert_eq!(
+        text.matches("wirelint: in front of the upstream from Wirelint.uri(…), in the container ")
+            .count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "in the container {} of {wirelint}, listening on 127.0.0.1:",
+            &created[1].0[..12]
+        )),
+        "{created:?}\n{text}"
+    );
+    // Nothing left, stopped or running.
+    let left = docker(&["ps", "-a", "-q", "--no-trunc"]);
+    for (id, image, _) in &created {
+        assert!(
+            !left.lines().any(|l| l == id),
+            "the run left the container {id} of {image}:\n{}",
+            docker(&["ps", "-a"])
+        );
+    }
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// No `wirelint.upstream`: `ContainerFrontPageTest` starts FerretDB in a
+/// container, and `Wirelint.uri(upstream)` wirelint in another in front of
+/// it; the per-row front page fails the run naming the test, the batched
+/// one passes; no container is left either way.
 #[test]
-#[ignore = "needs a Docker engine: run with --ignored where `docker info` answers"]
+#[cfg_attr(
+    not(feature = "containers"),
+    ignore = "containers: needs a Docker engine (scripts/test.sh starts one)"
+)]
 fn with_testcontainers_wirelint_runs_in_front_of_the_container() {
     const CLASS: &str = "dev.wirelint.example.blog.ContainerFrontPageTest";
+    images();
     let (_dir, suite) = install_and_copy();
 
     // The front page with @DocumentReference: the test passes, the N+1
-    // fails the run.
-    let (status, out) = maven_test(&suite, &["-Pcontainers"]);
-    assert_ran(&suite, CLASS, &out);
+    // fails the run, naming the test.
+    let (status, out) = containers_test(&suite, &[]);
     assert_eq!(
         test_class(&suite, CLASS).map(|c| c.2),
         Some(0),
         "the test itself passes: {out}"
     );
     assert_ne!(status, 0, "{out}");
-    // Only the container class, through one wirelint started by the call.
+    // Only the container class ran.
     let classes: Vec<_> = test_classes(&suite).into_iter().map(|c| c.0).collect();
     assert_eq!(classes, [CLASS], "{out}");
-    assert_eq!(
-        out.matches("wirelint: in front of the upstream from Wirelint.uri(…)")
-            .count(),
-        1,
-        "{out}"
-    );
     assert!(
         out.contains("WL401 n-plus-one · blog.authors · warning"),
         "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "shown by [engine:junit-jupiter]/[class:{CLASS}]/[method:the_front_page_names_every_author()]"
+        )),
+        "the printed finding names the test: {out}"
     );
     assert!(
         out.contains("wirelint: a finding reached wirelint.failOn=warning"),
         "{out}"
     );
     assert!(out.contains("<<< FAILURE! -- in JUnit Jupiter"), "{out}");
-    let results = sarif_results(&suite);
-    assert!(
-        results.iter().any(|r| r["ruleId"] == "WL401"),
-        "{results:?}"
-    );
+    names_the_test(&suite, &sarif_results(&suite), CLASS, 1);
 
     // The authors in one batch: the run passes, with nothing to report.
-    let (status, out) = maven_test(&suite, &["-Pcontainers", "-Dblog.authors=batched"]);
-    assert_ran(&suite, CLASS, &out);
+    let (status, out) = containers_test(&suite, &["-Dblog.authors=batched"]);
     assert_eq!(status, 0, "{out}");
+    assert!(
+        out.contains("Tests run: 1, Failures: 0, Errors: 0, Skipped: 0"),
+        "{out}"
+    );
     assert!(out.contains("wirelint: 0 finding(s)"), "{out}");
     assert!(!out.contains("WL401"), "{out}");
     assert!(sarif_results(&suite).is_empty());

@@ -41,6 +41,8 @@ final class Options {
     KNOWN.put("wirelint.config", "FILE");
     KNOWN.put("wirelint.showValues", "true|false");
     KNOWN.put("wirelint.binary", "FILE");
+    KNOWN.put("wirelint.container", "true|false");
+    KNOWN.put("wirelint.image", "IMAGE");
   }
 
   final boolean enabled;
@@ -55,6 +57,8 @@ final class Options {
   final String config;
   final boolean showValues;
   final String binary;
+  final boolean container;
+  final String image;
 
   private Options(Function<String, Optional<String>> lookup, Function<String, String> environment) {
     enabled = bool(lookup, "wirelint.enabled", true);
@@ -107,6 +111,13 @@ final class Options {
     config = value(lookup, "wirelint.config");
     showValues = bool(lookup, "wirelint.showValues", false);
     binary = value(lookup, "wirelint.binary");
+    container = bool(lookup, "wirelint.container", false);
+    image = value(lookup, "wirelint.image");
+    if (image != null && !container) {
+      throw bad(
+          "wirelint.image names the image to run with wirelint.container=true, which is not set: set it too (or"
+              + " leave wirelint.image out)");
+    }
   }
 
   /** The options as the test run has them; a bad one is an error naming it. */

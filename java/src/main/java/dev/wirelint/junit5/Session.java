@@ -53,6 +53,8 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
   private Path report;
   private Path log;
   private Process process;
+  /** With wirelint.container=true: the container it runs in, instead of {@link #process}. */
+  private Container container;
   private String upstream;
   private String uri;
   /** wirelint's admin endpoints (host:port), where the running test is told. */
@@ -64,6 +66,28 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
 
   private Session(Options options) {
     this.options = options;
+  }
+
+  /**
+   * The run's wirelint in a container ({@link ContainerProxy}, which needs
+   * Testcontainers: reached through this interface, so that a run without
+   * {@code wirelint.container} never loads it).
+   */
+  interface Container {
+    /** Where wirelint listens: host:port. */
+    String address();
+
+    /** Its admin endpoints: host:port. */
+    String admin();
+
+    /** Which container, for the line said when it starts. */
+    String describe();
+
+    /** Stops it (SIGTERM: it writes its final report, copied out to the report path) and removes it; its exit status. */
+    String stop();
+
+    /** What wirelint printed. */
+    String log();
   }
 
   /** The run's session, made on first use and closed with the engine's root context. */
@@ -119,7 +143,7 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     if (closed) {
       throw new IllegalStateException("wirelint: the run's wirelint has stopped already");
     }
-    if (process != null) {
+    if (process != null || container != null) {
       if (!this.upstream.equals(upstream)) {
         throw new IllegalStateException(
             "wirelint: one wirelint per test run, already in front of another upstream; start the database once"
@@ -145,6 +169,13 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
         Files.createDirectories(report.getParent());
       }
       log = dir.resolve("wirelint.log");
+    } catch (IOException e) {
+      throw new IllegalStateException("wirelint: could not start " + binary + ": " + e.getMessage(), e);
+    }
+    if (options.container) {
+      return launchContainer(upstream, source);
+    }
+    try {
       List<String> command = new ArrayList<>();
       command.add(binary.toString());
       command.add("proxy");
@@ -201,21 +232,7 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
           throw new IllegalStateException(
               "wirelint: the database does not answer through wirelint: " + down + ". No test was run");
         }
-        this.upstream = upstream;
-        uri = ClientUri.of(upstream, found.group(1));
-        for (String name : options.repointed()) {
-          previous.put(name, System.getProperty(name));
-          System.setProperty(name, uri);
-        }
-        out.println(
-            "wirelint: in front of the upstream from "
-                + source
-                + ", listening on "
-                + found.group(1)
-                + (options.repointed().isEmpty() ? "" : "; set " + String.join(", ", options.repointed()))
-                + "; report: "
-                + report);
-        return uri;
+        return started(upstream, source, found.group(1), "");
       }
       if (!process.isAlive()) {
         String text = log();
@@ -228,6 +245,49 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     String text = log();
     process = null;
     throw new IllegalStateException("wirelint did not start listening within 30 s:\n" + text);
+  }
+
+  /** wirelint's image in a container, in front of {@code upstream}. */
+  private String launchContainer(String upstream, String source) {
+    try {
+      container = ContainerProxy.start(options, upstream, report);
+    } catch (LinkageError e) {
+      throw new IllegalStateException(
+          "wirelint: wirelint.container=true starts wirelint with Testcontainers, which is not on the test class"
+              + " path: add org.testcontainers:testcontainers (scope test) to the project",
+          e);
+    }
+    admin = container.admin();
+    http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+    String down = upstreamProblem();
+    if (down != null) {
+      container.stop();
+      container = null;
+      throw new IllegalStateException(
+          "wirelint: the database does not answer through wirelint: " + down + ". No test was run");
+    }
+    return started(upstream, source, container.address(), container.describe() + ", ");
+  }
+
+  /** wirelint listens at {@code address}: the properties repointed, and the line that says so. */
+  private String started(String upstream, String source, String address, String where) {
+    this.upstream = upstream;
+    uri = ClientUri.of(upstream, address);
+    for (String name : options.repointed()) {
+      previous.put(name, System.getProperty(name));
+      System.setProperty(name, uri);
+    }
+    out.println(
+        "wirelint: in front of the upstream from "
+            + source
+            + ", "
+            + where
+            + "listening on "
+            + address
+            + (options.repointed().isEmpty() ? "" : "; set " + String.join(", ", options.repointed()))
+            + "; report: "
+            + report);
+    return uri;
   }
 
   /** Whether the database answers a hello through wirelint: null, else the message a client would get. */
@@ -402,7 +462,7 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
       return;
     }
     try {
-      if (process == null) {
+      if (process == null && container == null) {
         throw new IllegalStateException(startFailure != null ? startFailure : uriProblem());
       }
       finish();
@@ -427,19 +487,9 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
   }
 
   private void finish() {
-    process.destroy(); // SIGTERM: wirelint finishes in-flight requests and writes its final report
-    try {
-      if (!process.waitFor(STOP_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
-        process.destroyForcibly();
-        process.waitFor();
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      process.destroyForcibly();
-    }
+    String status = stopProxy();
     out.println();
     out.println("==================================== wirelint ====================================");
-    String status = exitValue();
     // 143: the status it ends with on SIGTERM, as a process killed by it would.
     if (!status.equals("0") && !status.equals("143")) {
       out.println("wirelint: the proxy ended with status " + status + " before the end of the run; its log:");
@@ -447,7 +497,7 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     }
     if (!Files.isRegularFile(report)) {
       throw new IllegalStateException(
-          "wirelint wrote no report (it exited with status " + exitValue() + "); its log:\n" + log());
+          "wirelint wrote no report (it exited with status " + status + "); its log:\n" + log());
     }
     List<String> args = new ArrayList<>(List.of("report", "--format", "text"));
     if (options.failOn != null) {
@@ -602,7 +652,28 @@ final class Session implements ExtensionContext.Store.CloseableResource, AutoClo
     }
   }
 
+  /** SIGTERM: wirelint finishes in-flight requests and writes its final report. Its exit status. */
+  private String stopProxy() {
+    if (container != null) {
+      return container.stop();
+    }
+    process.destroy();
+    try {
+      if (!process.waitFor(STOP_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+        process.destroyForcibly();
+        process.waitFor();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      process.destroyForcibly();
+    }
+    return exitValue();
+  }
+
   private String log() {
+    if (container != null) {
+      return container.log();
+    }
     try {
       return Files.readString(log, StandardCharsets.UTF_8);
     } catch (IOException e) {

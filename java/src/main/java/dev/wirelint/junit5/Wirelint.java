@@ -34,8 +34,9 @@ public final class Wirelint {
 
   /**
    * Starts the run's wirelint in front of {@code upstream} (once: later calls
-   * must name the same upstream) and returns the connection string to use
-   * instead, e.g. for a Testcontainers database:
+   * must name the same upstream; the jar's binary, or with {@code
+   * wirelint.container=true} a {@link WirelintContainer}) and returns the
+   * connection string to use instead, e.g. for a Testcontainers database:
    * {@code registry.add("spring.mongodb.uri", () -> Wirelint.uri(mongo.getReplicaSetUrl()))}.
    * With {@code wirelint.enabled=false} it returns {@code upstream} itself.
    */

@@ -1,6 +1,7 @@
 package dev.wirelint.junit5;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -66,5 +67,17 @@ class OptionsTest {
     assertTrue(e.getMessage().startsWith("wirelint: wirelint.env names MONGODB_URI, which is not set"), e.getMessage());
     // Switched off, it stops nothing.
     Options.of(Map.of("wirelint.env", "MONGODB_URI", "wirelint.enabled", "false"), Map.of());
+  }
+
+  @Test
+  void the_container_and_its_image() {
+    assertFalse(Options.of(Map.of(), Map.of()).container);
+    Options o = Options.of(Map.of("wirelint.container", "true", "wirelint.image", "wirelint:dev"), Map.of());
+    assertTrue(o.container);
+    assertEquals("wirelint:dev", o.image);
+    assertNull(Options.of(Map.of("wirelint.container", "true"), Map.of()).image);
+    ExtensionConfigurationException e =
+        assertThrows(ExtensionConfigurationException.class, () -> Options.of(Map.of("wirelint.image", "wirelint:dev"), Map.of()));
+    assertTrue(e.getMessage().startsWith("wirelint: wirelint.image names the image to run with wirelint.container=true, which is not set"), e.getMessage());
   }
 }
