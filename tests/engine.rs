@@ -1967,3 +1967,69 @@ fn a_logical_partition_growing_towards_20_gb_is_reported() {
     // No such limit on MongoDB.
     assert!(run(Target::MongoDb, 1, 60).is_empty());
 }
+
+/// An update of `coll` with `update`, answered `nModified: 1`.
+fn update_at(e: &mut Engine, id: i32, coll: &str, update: bson::Document, t: Instant) {
+    let body = bson::RawDocumentBuf::try_from(&bson::doc! {
+        "update": coll, "updates": [{"q": {"_id": id}, "u": update}], "$db": "chat"
+    })
+    .unwrap();
+    e.message(
+        1,
+        Direction::Request,
+        t,
+        Bytes::from(encode(id, 0, 0, body.as_bytes(), &[])),
+    );
+    let reply = rawdoc! {"n": 1, "nModified": 1, "ok": 1.0};
+    e.message(
+        1,
+        Direction::Reply,
+        t,
+        Bytes::from(encode(1000 + id, id, 0, reply.as_bytes(), &[])),
+    );
+}
+
+/// Ids used as field names (`newMessages.<groupId>`): one pattern for all
+/// of them, WL104 on the field, and no id anywhere in the report; a map
+/// keyed by a few fixed names (`title.en`) stays silent.
+#[test]
+fn ids_as_field_names_are_one_pattern_a_finding_and_never_shown() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    let groups: Vec<String> = (0..6)
+        .map(|i| format!("65a0c0ffee0011223344{i:04x}"))
+        .collect();
+    for (i, g) in groups.iter().enumerate() {
+        let mut inc = bson::Document::new();
+        inc.insert(format!("newMessages.{g}"), 1);
+        update_at(&mut e, i as i32 + 1, "users", bson::doc! {"$inc": inc}, t);
+        let mut set = bson::Document::new();
+        set.insert(["title.en", "title.fr"][i % 2], "x");
+        update_at(&mut e, i as i32 + 100, "pages", bson::doc! {"$set": set}, t);
+    }
+    e.flush();
+    let k = k.lock().unwrap();
+    let report = wirelint::report::Report::build(&k, &Default::default(), "test");
+    let found: Vec<(&str, &str, &str)> = report
+        .findings
+        .iter()
+        .map(|f| (f.rule.as_str(), f.namespace.as_str(), f.subject.as_str()))
+        .collect();
+    assert_eq!(found, [("WL104", "chat.users", "newMessages")]);
+    let users: Vec<&str> = report
+        .patterns
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|n| n.contains("chat.users"))
+        .collect();
+    assert_eq!(
+        users,
+        ["update chat.users {_id: ?int} {$inc: {newMessages.<id>: ?int}}"]
+    );
+    let json = serde_json::to_string(&report).unwrap();
+    let text = wirelint::report::table::text(&report);
+    for g in &groups {
+        assert!(!json.contains(g.as_str()) && !text.contains(g.as_str()), "{g} shown");
+    }
+}

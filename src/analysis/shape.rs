@@ -7,11 +7,14 @@
 //! order too). What stays literal is what the application's code wrote, not
 //! its data: field names, operators, sort directions, projection flags and
 //! `$slice` counts, `$exists` flags, `$type` names, field paths (`"$userId"`)
-//! and `$lookup`'s collection and field names. Shapes are what every output
-//! shows, so they are the privacy boundary: no user value passes them.
+//! and `$lookup`'s collection and field names. A key that is itself a
+//! value (an id, a hash or a date used as a field name:
+//! `{$inc: {"newMessages.<groupId>": 1}}`) is written `<id>`
+//! (`command::is_value_key`). Shapes are what every output shows, so they
+//! are the privacy boundary: no user value passes them.
 
 use super::budget::MAX_SHAPE_TEXT;
-use super::command::{Command, Kind};
+use super::command::{is_value_key, Command, Kind, VALUE_KEY};
 use crate::wire::bson_walk::{elements, pairs, values, Value};
 use bson::{RawArray, RawDocument};
 use std::fmt::Write;
@@ -27,6 +30,9 @@ pub struct Shape {
     /// it, so copies are a reference count, not an allocation.
     pub text: Arc<str>,
     pub hash: u64,
+    /// Whether it writes a key that is a value (`<id>`), told once when the
+    /// shape is made rather than searched for per operation.
+    pub value_keys: bool,
 }
 
 impl Shape {
@@ -45,6 +51,7 @@ impl Shape {
         }
         Shape {
             hash,
+            value_keys: text.contains(VALUE_KEY),
             text: Arc::from(text),
         }
     }
@@ -258,6 +265,23 @@ fn is_operator_doc(d: &[u8]) -> bool {
 }
 
 fn key<S: Sink>(s: &mut S, k: &str) {
+    // Keys that are values (ids, hashes, dates as field names) are data:
+    // written `<id>`, so no value passes and one design is one shape.
+    if k.len() >= 5
+        && k.bytes().any(|b| b.is_ascii_digit())
+        && k.split('.').any(|part| is_value_key(part.as_bytes()))
+    {
+        let folded = fold_value_keys(k);
+        let names_plain = folded
+            .split('.')
+            .all(|part| part == VALUE_KEY || is_plain(part));
+        if names_plain {
+            s.push_str(&folded);
+        } else {
+            quoted(s, &folded);
+        }
+        return;
+    }
     let plain_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | '$' | '.');
     // One pass over the bytes for an ASCII key; a key with other
     // characters is looked at by its characters.
@@ -271,6 +295,28 @@ fn key<S: Sink>(s: &mut S, k: &str) {
     } else {
         quoted(s, k);
     }
+}
+
+/// `k` with each part that is a value written [`VALUE_KEY`].
+fn fold_value_keys(k: &str) -> String {
+    k.split('.')
+        .map(|part| {
+            if is_value_key(part.as_bytes()) {
+                VALUE_KEY
+            } else {
+                part
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A key part written as it is: letters, digits, `_` and `$`.
+fn is_plain(part: &str) -> bool {
+    !part.is_empty()
+        && part
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$'))
 }
 
 /// Writes `t` as Rust's `{:?}` does (in double quotes, escaped): printable
@@ -718,6 +764,40 @@ mod tests {
             rawdoc! {"update": "u", "updates": [{"q": {}, "u": [{"$set": {"x": "$y"}}], "multi": true}], "$db": "d"},
         );
         assert_eq!(s, r#"update d.u {} [{$set: {x: "$y"}}] multi"#);
+    }
+
+    /// Ids used as field names are values: one shape for every id, and
+    /// none of them in it.
+    #[test]
+    fn keys_that_are_values_are_folded() {
+        let unread = |group: &str, member: &str| {
+            let mut inc = bson::Document::new();
+            inc.insert(format!("newMessages.{group}"), 1);
+            let mut set = bson::Document::new();
+            set.insert(format!("quest.members.{member}.joinedAt"), 1);
+            let body = bson::doc! {
+                "update": "users",
+                "updates": [{"q": {"_id": {"$in": [1, 2]}}, "u": {"$inc": inc, "$set": set}, "multi": true}],
+                "$db": "chat"
+            };
+            shape(bson::RawDocumentBuf::try_from(&body).unwrap())
+        };
+        let a = unread(
+            "5f1d7a3b9c2e4d6f8a0b1c2d",
+            "3fa85f64-5717-4562-b3fc-2c963f66afa6",
+        );
+        let b = unread(
+            "65a0c0ffee00112233445566",
+            "9b2c1d4e-0000-4562-b3fc-2c963f66afa6",
+        );
+        assert_eq!(a, b);
+        assert_eq!(
+            a,
+            "update chat.users {_id: {$in: [?int]}} {$inc: {newMessages.<id>: ?int}, $set: {quest.members.<id>.joinedAt: ?int}} multi"
+        );
+        // A name that must be quoted stays quoted, folded.
+        let s = shape(rawdoc! {"find": "c", "filter": {"by day.2024-01-31": 1}, "$db": "d"});
+        assert_eq!(s, r#"find d.c {"by day.<id>": ?int}"#);
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod common;
 mod wl101_unbounded_array_growth;
 mod wl102_large_array;
 mod wl103_large_document;
+mod wl104_values_as_keys;
 mod wl201_cross_partition_query;
 mod wl202_cross_partition_sort;
 mod wl203_partition_key_advice;
@@ -63,6 +64,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(wl101_unbounded_array_growth::UnboundedArrayGrowth::default()),
         Box::new(wl102_large_array::LargeArray),
         Box::new(wl103_large_document::LargeDocument::default()),
+        Box::new(wl104_values_as_keys::ValuesAsKeys::default()),
         Box::new(wl201_cross_partition_query::CrossPartitionQuery::default()),
         Box::new(wl202_cross_partition_sort::CrossPartitionSort::default()),
         Box::new(wl203_partition_key_advice::PartitionKeyAdvice::default()),

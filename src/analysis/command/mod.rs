@@ -24,8 +24,8 @@
 //!   sections drivers send large writes in.
 //! - `update_ops.rs`: what update operators mean to the analysis: a
 //!   `$push` bounded by `$slice` ([`is_sliced_element`]), the bucket
-//!   pattern ([`is_bucketed`]), array positions folded out of paths
-//!   ([`fold_path`]). The namespace state and the rules judge arrays by
+//!   pattern ([`is_bucketed`]), array positions and keys that are values
+//!   folded out of paths ([`fold_path`], [`is_value_key`]). The namespace state and the rules judge arrays by
 //!   these, and only these.
 //! - `reply.rs`: the [`Reply`] (`ok`, error codes, `n`, write errors, a
 //!   cursor's batch, findAndModify's `value`), rebuilt from the places the
@@ -51,5 +51,7 @@ pub use fields::number;
 pub use kind::Kind;
 pub use reply::{CursorBatch, Reply, ReplyIndex};
 pub use request::Command;
-pub use update_ops::{fold_path, is_bucketed, is_sliced_element, is_sliced_modifiers};
+pub use update_ops::{
+    fold_path, is_bucketed, is_sliced_element, is_sliced_modifiers, is_value_key, VALUE_KEY,
+};
 pub use writes::{Documents, UpdateSpec};

@@ -10,6 +10,10 @@
 //! - Paths name array positions in several ways (`items.3`, `items.$`,
 //!   `items.$[]`, `items.$[x]`); state is kept per field, so all of them
 //!   fold to one `$` ([`fold_path`]).
+//! - Some keys are values, not names: an id, a hash or a date used as a
+//!   field name (`newMessages.<groupId>`, `members.<userId>`). They fold
+//!   to `<id>` ([`is_value_key`]) wherever a key is kept or shown, so one
+//!   design makes one pattern and no id reaches an output.
 
 use crate::wire::bson_walk::{elements, field, Element, Value};
 use bson::RawDocument;
@@ -58,17 +62,78 @@ pub fn is_bucketed(filter: Option<&RawDocument>, update: Option<&RawDocument>) -
     })
 }
 
+/// What a key that is a value, not a name, is written as.
+pub const VALUE_KEY: &str = "<id>";
+
+/// Whether a key (one part of a path) is a value the application's data
+/// put there rather than a name its code wrote: a number of 5 digits or
+/// more (an id, a timestamp; shorter ones are positions, years, codes),
+/// 16 hex digits or more (an ObjectId, a hash), a UUID (with a digit, as
+/// all but one in millions are), a date
+/// (`2024-01-31…`), or a token of 20 characters or more in which letters
+/// and digits alternate at least 4 times (nanoid, Firebase and base64
+/// ids). Each holds a digit: keys under 5 bytes, and keys without a
+/// digit (nearly every name), are names, and are told at once.
+pub fn is_value_key(k: &[u8]) -> bool {
+    let n = k.len();
+    if n < 5 || !k.iter().any(u8::is_ascii_digit) {
+        return false;
+    }
+    let digit = |b: &u8| b.is_ascii_digit();
+    let digits = |s: &[u8]| s.iter().all(digit);
+    if digits(k) {
+        return true;
+    }
+    if n >= 16 && k.iter().all(u8::is_ascii_hexdigit) {
+        return true;
+    }
+    if n == 36
+        && k.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+    {
+        return true;
+    }
+    if n >= 10
+        && k[4] == b'-'
+        && k[7] == b'-'
+        && digits(&k[..4])
+        && digits(&k[5..7])
+        && digits(&k[8..10])
+    {
+        return true;
+    }
+    n >= 20
+        && k.iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+        && k.windows(2)
+            .filter(|w| digit(&w[0]) != digit(&w[1]))
+            .count()
+            >= 4
+}
+
 /// An update path in the folded form state uses: positional `$`, `$[]`
-/// and `$[name]` all become `$`, and array indexes too.
+/// and `$[name]` all become `$`, and array indexes too; keys that are
+/// values become [`VALUE_KEY`].
 pub fn fold_path(path: &str) -> std::borrow::Cow<'_, str> {
     let positional = |part: &str| part.starts_with('$') || part.bytes().all(|c| c.is_ascii_digit());
-    if !path.split('.').any(positional) {
+    let value = |part: &str| is_value_key(part.as_bytes());
+    if !path.split('.').any(|p| positional(p) || value(p)) {
         // Most paths: nothing to fold, nothing allocated.
         return std::borrow::Cow::Borrowed(path);
     }
     let parts: Vec<&str> = path
         .split('.')
-        .map(|part| if positional(part) { "$" } else { part })
+        .map(|part| {
+            if positional(part) {
+                "$"
+            } else if value(part) {
+                VALUE_KEY
+            } else {
+                part
+            }
+        })
         .collect();
     std::borrow::Cow::Owned(parts.join("."))
 }
@@ -91,5 +156,49 @@ mod tests {
         assert_eq!(fold_path("items.$"), "items.$");
         assert_eq!(fold_path("a..b"), "a.$.b");
         assert!(matches!(fold_path("v2.x1"), Cow::Borrowed(_)));
+        assert_eq!(
+            fold_path("newMessages.5f1d7a3b9c2e4d6f8a0b1c2d"),
+            "newMessages.<id>"
+        );
+        assert_eq!(
+            fold_path("members.3fa85f64-5717-4562-b3fc-2c963f66afa6.score"),
+            "members.<id>.score"
+        );
+    }
+
+    /// Ids, hashes, dates and generated tokens are values; the names code
+    /// writes, short positions and codes, and words with a number are not.
+    #[test]
+    fn keys_that_are_values() {
+        for k in [
+            "5f1d7a3b9c2e4d6f8a0b1c2d",
+            "3fa85f64-5717-4562-b3fc-2c963f66afa6",
+            "d41d8cd98f00b204e9800998ecf8427e",
+            "1700000000",
+            "20240131",
+            "2024-01-31",
+            "2024-01-31T10:00",
+            "V1StGXR8_Z5jdHi6B-myT",
+            "a1B2c3D4e5F6g7H8i9J0kL",
+        ] {
+            assert!(is_value_key(k.as_bytes()), "{k}");
+        }
+        for k in [
+            "name",
+            "createdAt",
+            "comments",
+            "3",
+            "2024",
+            "v2",
+            "deadbeef",
+            "address_line_2",
+            "lastModifiedTimestamp2020",
+            "utf8mb4_unicode_ci",
+            "x-request-id",
+            "_id",
+            "$push",
+        ] {
+            assert!(!is_value_key(k.as_bytes()), "{k}");
+        }
     }
 }

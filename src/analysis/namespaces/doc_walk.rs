@@ -6,6 +6,7 @@
 use super::value_hash::hash_of_id;
 use super::Caps;
 use crate::analysis::budget::short_key;
+use crate::analysis::command::{is_value_key, VALUE_KEY};
 use crate::wire::bson_walk;
 use bson::RawDocument;
 
@@ -116,7 +117,13 @@ fn walk_arrays<'d>(
         if !path.is_empty() {
             path.push('.');
         }
-        path.push_str(&String::from_utf8_lossy(element.key));
+        // A key that is a value (an id as a field name) is `<id>`: one
+        // path for all of them, and none of them kept.
+        if is_value_key(element.key) {
+            path.push_str(VALUE_KEY);
+        } else {
+            path.push_str(&String::from_utf8_lossy(element.key));
+        }
         if element.element_type == 0x03 {
             walk_arrays(element.value, path, depth + 1, caps, out, None);
         } else {
@@ -323,6 +330,22 @@ mod tests {
         assert!(PATH.with_borrow(|p| p.capacity()) <= MAX_KEPT_PATH);
         Doc::new(&rawdoc! {"tags": ["a"], "sub": {"list": [1]}}, &caps);
         assert!(PATH.with_borrow(|p| p.capacity()) > 0);
+    }
+
+    /// Arrays under keys that are ids are one path, with no id in it.
+    #[test]
+    fn keys_that_are_values_fold_in_paths() {
+        let caps = Caps::default();
+        let doc = rawdoc! {"members": {
+            "3fa85f64-5717-4562-b3fc-2c963f66afa6": {"badges": ["a", "b"]},
+            "9b2c1d4e-0000-4562-b3fc-2c963f66afa6": {"badges": ["c"]}
+        }};
+        let paths: Vec<String> = Doc::new(&doc, &caps)
+            .arrays
+            .into_iter()
+            .map(|a| a.path)
+            .collect();
+        assert_eq!(paths, ["members.<id>.badges", "members.<id>.badges"]);
     }
 
     #[test]
