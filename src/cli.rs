@@ -118,6 +118,9 @@ pub struct ReportArgs {
     /// Exit with status 3 when a finding at or above this severity is in the report.
     #[arg(long, value_enum)]
     pub fail_on: Option<Level>,
+    /// List every access pattern in the text and Markdown table: by default, past 20 patterns, those without a finding are summed up in one line.
+    #[arg(long)]
+    pub all_patterns: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -140,6 +143,9 @@ pub struct AnalyseArgs {
     /// Exit with status 3 when a finding at or above this severity is found.
     #[arg(long, value_enum)]
     pub fail_on: Option<Level>,
+    /// List every access pattern in the text and Markdown table (as `wirelint report --all-patterns`).
+    #[arg(long)]
+    pub all_patterns: bool,
     /// Show literal values in findings (off by default: values stay private).
     #[arg(long)]
     pub show_values: bool,
@@ -405,15 +411,23 @@ fn report_command(args: &ReportArgs) -> i32 {
             return 2;
         }
     };
-    let (text, status) = formatted(&report, args.format, args.fail_on);
+    let layout = crate::report::table::Layout {
+        all_patterns: args.all_patterns,
+    };
+    let (text, status) = formatted(&report, args.format, args.fail_on, layout);
     emit(&text, status)
 }
 
 /// `report` in `format`, and the exit status `fail_on` gives it.
-fn formatted(report: &Report, format: ReportFormat, fail_on: Option<Level>) -> (String, i32) {
+fn formatted(
+    report: &Report,
+    format: ReportFormat,
+    fail_on: Option<Level>,
+    layout: crate::report::table::Layout,
+) -> (String, i32) {
     let text = match format {
-        ReportFormat::Text => crate::report::table::text(report),
-        ReportFormat::Markdown => crate::report::table::markdown(report),
+        ReportFormat::Text => crate::report::table::text_with(report, layout),
+        ReportFormat::Markdown => crate::report::table::markdown_with(report, layout),
         ReportFormat::Sarif => {
             serde_json::to_string_pretty(&crate::report::sarif::sarif(report)).unwrap_or_default()
                 + "\n"
@@ -489,7 +503,10 @@ fn analyse_command(args: &AnalyseArgs) -> i32 {
             return 1;
         }
     }
-    let (text, status) = formatted(&analysed.report, args.format, args.fail_on);
+    let layout = crate::report::table::Layout {
+        all_patterns: args.all_patterns,
+    };
+    let (text, status) = formatted(&analysed.report, args.format, args.fail_on, layout);
     emit(&text, status)
 }
 

@@ -2033,3 +2033,45 @@ fn ids_as_field_names_are_one_pattern_a_finding_and_never_shown() {
         assert!(!json.contains(g.as_str()) && !text.contains(g.as_str()), "{g} shown");
     }
 }
+
+/// The text report leads with the findings; past 20 patterns it lists
+/// those with findings and sums up the rest in one line, which
+/// `--all-patterns` lists; with no partition key known anywhere, no
+/// Partitions column says `unknown` on every row, one line says why.
+#[test]
+fn the_text_report_leads_with_findings_and_sums_up_quiet_patterns() {
+    use wirelint::report::table::{text, text_with, Layout, PATTERNS_SHOWN};
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    let t = Instant::now();
+    // 30 quiet patterns: finds on 30 collections.
+    for i in 0..30 {
+        let body = bson::RawDocumentBuf::try_from(
+            &bson::doc! {"find": format!("quiet{i}"), "filter": {"a": 1}, "$db": "shop"},
+        )
+        .unwrap();
+        round_trip_at(&mut e, 1, i + 1, &body, batch(1), t);
+    }
+    // And one with a finding: ids as field names.
+    for i in 0..4 {
+        let mut inc = bson::Document::new();
+        inc.insert(format!("unread.65a0c0ffee0011223344{i:04x}"), 1);
+        update_at(&mut e, 200 + i, "users", bson::doc! {"$inc": inc}, t);
+    }
+    e.flush();
+    let k = k.lock().unwrap();
+    let report = wirelint::report::Report::build(&k, &Default::default(), "test");
+    assert!(report.patterns.len() > PATTERNS_SHOWN);
+    let out = text(&report);
+    println!("{out}");
+    let findings = out.find("Findings").unwrap();
+    let table = out.find("Access patterns with findings").unwrap();
+    assert!(findings < table, "{out}");
+    assert!(out.contains("and 30 more patterns without findings (30 calls)"), "{out}");
+    assert!(!out.contains("quiet7"), "{out}");
+    assert!(out.contains("unread.<id>"), "{out}");
+    assert!(!out.contains("Partitions  ") && !out.contains(" unknown "), "{out}");
+    assert!(out.contains("Partitions: no partition key is known"), "{out}");
+    let all = text_with(&report, Layout { all_patterns: true });
+    assert!(all.contains("quiet7") && !all.contains("more patterns without findings"), "{all}");
+}

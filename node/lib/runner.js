@@ -244,7 +244,7 @@ function sawNothing(options) {
 }
 
 /**
- * Stops wirelint, prints the access-pattern table and the findings, writes
+ * Stops wirelint, prints the findings and the access-pattern table, writes
  * the SARIF file when asked, and throws a FindingsError when a finding
  * reaches failOn. `write` prints (default: stdout).
  */

@@ -63,8 +63,8 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix_first: Option<String>,
     /// How many databases showed it, when its namespace is a logical one
-    /// folding several named per test or per worker (set when a report is
-    /// built; see `analysis::databases`).
+    /// folding several named per test or per worker (counted up to 64; see
+    /// `analysis::databases`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub databases: Option<u64>,
     /// The tests whose operations showed it, most first, when a test
@@ -119,7 +119,14 @@ struct Stored {
     /// lives.
     trace: Option<TraceContext>,
     generation: u64,
+    /// The real databases (hashes of their names) whose operations showed
+    /// it, when its namespace folds several (see `analysis::databases`):
+    /// up to [`MAX_DATABASES`] told apart.
+    databases: Vec<u32>,
 }
+
+/// Databases told apart per finding; past this the count says "at least".
+const MAX_DATABASES: usize = 64;
 
 /// A finding raised (new or escalated) since a [`FindingStore::generation`]:
 /// see [`FindingStore::raised_since`].
@@ -193,6 +200,7 @@ impl FindingStore {
         now: SystemTime,
         trace: Option<TraceContext>,
         test: Option<&str>,
+        database: Option<u32>,
     ) -> (Change, Option<&Finding>) {
         let stamp = self.stamp(now);
         // Replaced only when shortened: most are short already.
@@ -221,6 +229,12 @@ impl FindingStore {
                 existing.evidence = draft.evidence;
                 if let Some(test) = test {
                     count_test(&mut existing.tests, test);
+                }
+                if let Some(db) = database {
+                    if stored.databases.len() < MAX_DATABASES && !stored.databases.contains(&db) {
+                        stored.databases.push(db);
+                    }
+                    existing.databases = Some(stored.databases.len() as u64);
                 }
                 if let Some(p) = &draft.pattern {
                     let p = short_key(p);
@@ -255,6 +269,7 @@ impl FindingStore {
                     change: Change::New,
                     trace,
                     generation: self.generation,
+                    databases: database.into_iter().collect(),
                     finding: Finding {
                         rule: meta.id.to_string(),
                         name: meta.name.to_string(),
@@ -277,7 +292,7 @@ impl FindingStore {
                         first_seen: stamp.clone(),
                         last_seen: stamp,
                         fix_first: None,
-                        databases: None,
+                        databases: database.map(|_| 1),
                         tests: test
                             .map(|t| {
                                 let mut tests = Vec::new();
@@ -388,8 +403,14 @@ mod tests {
         let mut store = FindingStore::default();
         let long = format!("blog.{}", "c".repeat(400));
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let (change, found) =
-            store.record(meta, draft(&long, Severity::Warning, "a"), t0, None, None);
+        let (change, found) = store.record(
+            meta,
+            draft(&long, Severity::Warning, "a"),
+            t0,
+            None,
+            None,
+            None,
+        );
         assert_eq!(change, Change::New);
         let first = found.unwrap().clone();
         assert!(first.namespace.len() < long.len());
@@ -400,6 +421,7 @@ mod tests {
             later,
             None,
             None,
+            None,
         );
         assert_eq!(change, Change::Repeated);
         let again = found.unwrap();
@@ -408,8 +430,14 @@ mod tests {
         assert_eq!(again.evidence["n"], serde_json::json!(2));
         assert_eq!(again.first_seen, "2023-11-14T22:13:20Z");
         assert_eq!(again.last_seen, "2023-11-14T22:13:21Z");
-        let (change, found) =
-            store.record(meta, draft(&long, Severity::Error, "c"), later, None, None);
+        let (change, found) = store.record(
+            meta,
+            draft(&long, Severity::Error, "c"),
+            later,
+            None,
+            None,
+            None,
+        );
         assert_eq!(change, Change::Escalated);
         assert_eq!(found.unwrap().severity, Severity::Error);
         assert_eq!(store.len(), 1);
@@ -438,8 +466,22 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(store.generation(), 0);
-        store.record(meta, draft("db.a", Severity::Warning, "m"), now, a, None);
-        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None, None);
+        store.record(
+            meta,
+            draft("db.a", Severity::Warning, "m"),
+            now,
+            a,
+            None,
+            None,
+        );
+        store.record(
+            meta,
+            draft("db.b", Severity::Warning, "m"),
+            now,
+            None,
+            None,
+            None,
+        );
         let g = store.generation();
         assert_eq!(
             seen(&store, 0),
@@ -449,15 +491,36 @@ mod tests {
             ]
         );
         // Repeated: nothing new, the raising trace kept.
-        store.record(meta, draft("db.a", Severity::Warning, "m"), now, b, None);
+        store.record(
+            meta,
+            draft("db.a", Severity::Warning, "m"),
+            now,
+            b,
+            None,
+            None,
+        );
         assert_eq!((store.generation(), seen(&store, g)), (g, vec![]));
         assert_eq!(seen(&store, 0)[0].2, a);
         // Escalated: seen again, with the escalating operation's trace.
-        store.record(meta, draft("db.a", Severity::Error, "m"), now, b, None);
+        store.record(
+            meta,
+            draft("db.a", Severity::Error, "m"),
+            now,
+            b,
+            None,
+            None,
+        );
         assert_eq!(seen(&store, g), vec![("db.a".into(), Change::Escalated, b)]);
         let g = store.generation();
         store.retract("WL101", "db.b", "comments");
-        store.record(meta, draft("db.b", Severity::Warning, "m"), now, None, None);
+        store.record(
+            meta,
+            draft("db.b", Severity::Warning, "m"),
+            now,
+            None,
+            None,
+            None,
+        );
         assert_eq!(seen(&store, g), vec![("db.b".into(), Change::New, None)]);
     }
 
@@ -474,6 +537,7 @@ mod tests {
                 now,
                 None,
                 None,
+                None,
             );
         }
         let (change, found) = store.record(
@@ -482,8 +546,40 @@ mod tests {
             now,
             None,
             None,
+            None,
         );
         assert_eq!((change, found.is_none()), (Change::Repeated, true));
         assert_eq!((store.len(), store.dropped), (MAX_FINDINGS, 1));
+    }
+
+    /// On a folded namespace, a finding counts the real databases whose
+    /// operations showed it, not the databases the fold stands for.
+    #[test]
+    fn a_finding_counts_the_databases_that_showed_it() {
+        let meta = &META;
+        let mut store = FindingStore::default();
+        let now = SystemTime::now();
+        let mut last = None;
+        for db in [7, 9, 7, 7, 11] {
+            let (_, f) = store.record(
+                meta,
+                draft("app_test_*.users", Severity::Warning, "m"),
+                now,
+                None,
+                None,
+                Some(db),
+            );
+            last = f.map(|f| f.databases);
+        }
+        assert_eq!(last, Some(Some(3)));
+        let (_, f) = store.record(
+            meta,
+            draft("app.users", Severity::Warning, "m"),
+            now,
+            None,
+            None,
+            None,
+        );
+        assert_eq!(f.unwrap().databases, None);
     }
 }

@@ -134,6 +134,10 @@ pub struct Knowledge {
     /// The test the operation the engine is handling came from (set and
     /// cleared around it, as `trace`): the findings count it.
     pub(crate) test: Option<TestRef>,
+    /// The real database of that operation (its name's hash), when its
+    /// namespace folds several (set and cleared around it, as `trace`):
+    /// the findings count the databases that showed them.
+    pub(crate) database: Option<u32>,
     rules: Vec<Box<dyn Rule>>,
     /// Each rule's [`Rule::hooks`], asked once (they never change), none
     /// for a rule the settings disable: a call finds the rules it concerns
@@ -195,6 +199,7 @@ impl Knowledge {
             request_units: RuSettings::default(),
             trace: None,
             test: None,
+            database: None,
             hooks: rules
                 .iter()
                 .map(|r| {
@@ -284,6 +289,7 @@ impl Knowledge {
             pools,
             trace,
             test,
+            database,
             suite,
             target,
             request_units,
@@ -301,6 +307,7 @@ impl Knowledge {
             show_values: *show_values,
             trace: *trace,
             test: test.map(|t| suite.name(t)),
+            database: *database,
             target: target.target,
             request_units,
         };

@@ -282,6 +282,9 @@ pub struct RuleContext<'a> {
     /// The test that operation came from, when a runner said (see
     /// `suite`): the finding counts it.
     pub test: Option<&'a str>,
+    /// The real database of that operation (a hash of its name), when its
+    /// namespace folds several: the finding counts the databases.
+    pub database: Option<u32>,
     /// The platform whose limits apply (see `target`).
     pub target: super::target::Target,
     /// What the request-unit estimate knows of each collection.
@@ -352,9 +355,9 @@ impl RuleContext<'_> {
             );
         }
         let now = *self.now.get_or_insert_with(SystemTime::now);
-        if let (change @ (Change::New | Change::Escalated), Some(finding)) = self
-            .findings
-            .record(meta, draft, now, self.trace, self.test)
+        if let (change @ (Change::New | Change::Escalated), Some(finding)) =
+            self.findings
+                .record(meta, draft, now, self.trace, self.test, self.database)
         {
             self.events.push(FindingEvent {
                 change,

@@ -445,9 +445,13 @@ fn timestamp(t: SystemTime) -> String {
 
 impl Report {
     pub fn build(knowledge: &Knowledge, stats: &StatsSnapshot, upstream: &str) -> Report {
+        // A finding counts the databases that showed it (see
+        // `FindingStore::record`); on a namespace that does not fold, none.
         let mut findings: Vec<Finding> = knowledge.findings.all().cloned().collect();
         for f in &mut findings {
-            f.databases = knowledge.databases.count_of(&f.namespace).map(|n| n as u64);
+            if knowledge.databases.count_of(&f.namespace).is_none() {
+                f.databases = None;
+            }
         }
         group(&mut findings);
         let priced = knowledge.target.target.request_units();

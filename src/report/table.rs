@@ -106,10 +106,49 @@ fn follow_ups(p: &PatternReport) -> Option<String> {
     })
 }
 
-fn rows(report: &Report, width: usize) -> Vec<Row> {
-    let priced = priced(report);
+/// Patterns the text and Markdown tables list in full; past this, those
+/// that carry no finding are summed up in one line (`--all-patterns`
+/// lists them).
+pub const PATTERNS_SHOWN: usize = 20;
+
+/// How the text and Markdown renderings lay the report out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Layout {
+    /// Every pattern in the table, however many.
+    pub all_patterns: bool,
+}
+
+/// The patterns the table lists, and those it sums up: (how many, their
+/// calls). All of them when there are few or `all` is asked; else those
+/// that carry a finding, in the report's order.
+fn shown(report: &Report, layout: Layout) -> (Vec<&PatternReport>, Option<(usize, u64)>) {
+    if layout.all_patterns || report.patterns.len() <= PATTERNS_SHOWN {
+        return (report.patterns.iter().collect(), None);
+    }
+    let (with, without): (Vec<&PatternReport>, Vec<&PatternReport>) = report
+        .patterns
+        .iter()
+        .partition(|p| p.verdict != "ok" || !p.findings.is_empty());
+    let calls = without.iter().map(|p| p.invocations).sum();
+    (
+        with,
+        (!without.is_empty()).then_some((without.len(), calls)),
+    )
+}
+
+/// Whether any pattern's partitions are known: without a partition key
+/// (or a sharded upstream) the column would say `unknown` on every row.
+fn partitions_known(report: &Report) -> bool {
     report
         .patterns
+        .iter()
+        .any(|p| p.partitions.label() != "unknown")
+}
+
+fn rows(report: &Report, patterns: &[&PatternReport], width: usize) -> Vec<Row> {
+    let priced = priced(report);
+    let partitions = partitions_known(report);
+    patterns
         .iter()
         .map(|p| {
             let mut cells = vec![
@@ -126,7 +165,9 @@ fn rows(report: &Report, width: usize) -> Vec<Row> {
             if priced {
                 cells.push(ru_per_call(p));
             }
-            cells.push(p.partitions.label().to_string());
+            if partitions {
+                cells.push(p.partitions.label().to_string());
+            }
             cells.push(verdict(p, report));
             Row {
                 cells,
@@ -139,7 +180,7 @@ fn rows(report: &Report, width: usize) -> Vec<Row> {
 
 /// The table's headers (with `RU/call` when priced) and how many of the
 /// columns after the name are numbers, right-aligned.
-fn headers(priced: bool) -> (Vec<&'static str>, usize) {
+fn headers(priced: bool, partitions: bool) -> (Vec<&'static str>, usize) {
     let mut h = vec![
         "Pattern",
         "Calls",
@@ -152,7 +193,10 @@ fn headers(priced: bool) -> (Vec<&'static str>, usize) {
         h.push("RU/call");
     }
     let numbers = h.len() - 1;
-    h.extend(["Partitions", ""]);
+    if partitions {
+        h.push("Partitions");
+    }
+    h.push("");
     (h, numbers)
 }
 
@@ -209,6 +253,11 @@ fn notes(report: &Report) -> Vec<String> {
             f.name
         ));
     }
+    if !report.patterns.is_empty() && !partitions_known(report) {
+        lines.push(
+            "Partitions: no partition key is known, so no pattern is judged single-shard or scatter-gather (set one under [collections.\"db.coll\"] partition_key, or put wirelint in front of a sharded cluster)".to_string(),
+        );
+    }
     let evicted = |name: &str| {
         report
             .counters
@@ -236,6 +285,12 @@ fn in_databases(f: &Finding) -> String {
 }
 
 pub fn text(report: &Report) -> String {
+    text_with(report, Layout::default())
+}
+
+/// The text report: the findings first, then the access patterns (those
+/// with findings, or all of them when they are few or `layout` asks).
+pub fn text_with(report: &Report, layout: Layout) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -248,50 +303,9 @@ pub fn text(report: &Report) -> String {
     for line in notes(report) {
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(
-        out,
-        "\nAccess patterns (latency per call, measured at the proxy)\n"
-    );
-    let rows = rows(report, NAME_WIDTH);
-    let (headers, numbers) = headers(priced(report));
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for r in &rows {
-        for (i, c) in r.cells.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let mut l = String::from("  ");
-        for (i, c) in cells.iter().enumerate() {
-            let pad = widths[i] - c.chars().count();
-            if (1..=numbers).contains(&i) {
-                l.push_str(&" ".repeat(pad));
-                l.push_str(c);
-            } else {
-                l.push_str(c);
-                l.push_str(&" ".repeat(pad));
-            }
-            l.push_str("  ");
-        }
-        l.trim_end().to_string()
-    };
-    let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
-    let _ = writeln!(out, "{}", line(&headers));
-    for r in &rows {
-        let _ = writeln!(out, "{}", line(&r.cells));
-        if let Some(follows) = &r.follows {
-            let _ = writeln!(out, "    ↳ {follows}");
-        }
-        if let Some(throttled) = &r.throttled {
-            let _ = writeln!(out, "    ↳ {throttled}");
-        }
-    }
-    if rows.is_empty() {
-        let _ = writeln!(out, "  (no data operations seen)");
-    }
     let _ = writeln!(out, "\nFindings\n");
     if report.findings.is_empty() {
-        let _ = writeln!(out, "  none");
+        let _ = writeln!(out, "  none\n");
     }
     for f in sorted(&report.findings) {
         let _ = writeln!(
@@ -326,10 +340,73 @@ pub fn text(report: &Report) -> String {
             f.source, f.docs, f.occurrences, f.first_seen, f.last_seen
         );
     }
+    let (patterns, rest) = shown(report, layout);
+    let _ = writeln!(
+        out,
+        "Access patterns{} (latency per call, measured at the proxy)\n",
+        if rest.is_some() { " with findings" } else { "" }
+    );
+    let rows = rows(report, &patterns, NAME_WIDTH);
+    let (headers, numbers) = headers(priced(report), partitions_known(report));
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (i, c) in r.cells.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut l = String::from("  ");
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i] - c.chars().count();
+            if (1..=numbers).contains(&i) {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(c);
+            } else {
+                l.push_str(c);
+                l.push_str(&" ".repeat(pad));
+            }
+            l.push_str("  ");
+        }
+        l.trim_end().to_string()
+    };
+    if !rows.is_empty() {
+        let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+        let _ = writeln!(out, "{}", line(&headers));
+    }
+    for r in &rows {
+        let _ = writeln!(out, "{}", line(&r.cells));
+        if let Some(follows) = &r.follows {
+            let _ = writeln!(out, "    ↳ {follows}");
+        }
+        if let Some(throttled) = &r.throttled {
+            let _ = writeln!(out, "    ↳ {throttled}");
+        }
+    }
+    if report.patterns.is_empty() {
+        let _ = writeln!(out, "  (no data operations seen)");
+    }
+    if let Some(line) = rest_line(rest) {
+        let _ = writeln!(out, "  {line}");
+    }
     out
 }
 
+/// The line that sums up the patterns the table leaves out.
+fn rest_line(rest: Option<(usize, u64)>) -> Option<String> {
+    rest.map(|(n, calls)| {
+        format!(
+            "and {n} more pattern{} without findings ({calls} calls): `wirelint report --all-patterns` lists them",
+            if n == 1 { "" } else { "s" }
+        )
+    })
+}
+
 pub fn markdown(report: &Report) -> String {
+    markdown_with(report, Layout::default())
+}
+
+/// The Markdown report, laid out as [`text_with`]'s.
+pub fn markdown_with(report: &Report, layout: Layout) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# wirelint report\n");
     let _ = writeln!(
@@ -343,26 +420,6 @@ pub fn markdown(report: &Report) -> String {
     for line in notes(report) {
         let _ = writeln!(out, "{line}\n");
     }
-    let _ = writeln!(out, "## Access patterns\n");
-    let (headers, numbers) = headers(priced(report));
-    let _ = writeln!(out, "| {} |", headers.join(" | "));
-    let _ = writeln!(out, "|---|{}---|---|", "--:|".repeat(numbers));
-    for r in rows(report, usize::MAX) {
-        let mut cells = r.cells.clone();
-        let code = |s: &str| format!("`{}`", s.replace('|', "\\|").replace('`', "'"));
-        cells[0] = match &r.follows {
-            Some(f) => format!("{}<br>↳ {}", code(&cells[0]), code(f)),
-            None => code(&cells[0]),
-        };
-        if let Some(t) = &r.throttled {
-            cells[0] = format!("{}<br>↳ {t}", cells[0]);
-        }
-        let _ = writeln!(out, "| {} |", cells.join(" | "));
-    }
-    let _ = writeln!(
-        out,
-        "\nLatency is per call (all of its round trips), measured at the proxy.\n"
-    );
     let _ = writeln!(out, "## Findings\n");
     if report.findings.is_empty() {
         let _ = writeln!(out, "None.");
@@ -401,6 +458,39 @@ pub fn markdown(report: &Report) -> String {
             f.advice, f.source, f.rule, f.docs
         );
     }
+    let (patterns, rest) = shown(report, layout);
+    let _ = writeln!(
+        out,
+        "## Access patterns{}\n",
+        if rest.is_some() { " with findings" } else { "" }
+    );
+    let (headers, numbers) = headers(priced(report), partitions_known(report));
+    let _ = writeln!(out, "| {} |", headers.join(" | "));
+    let _ = writeln!(
+        out,
+        "|---|{}{}",
+        "--:|".repeat(numbers),
+        "---|".repeat(headers.len() - 1 - numbers)
+    );
+    for r in rows(report, &patterns, usize::MAX) {
+        let mut cells = r.cells.clone();
+        let code = |s: &str| format!("`{}`", s.replace('|', "\\|").replace('`', "'"));
+        cells[0] = match &r.follows {
+            Some(f) => format!("{}<br>↳ {}", code(&cells[0]), code(f)),
+            None => code(&cells[0]),
+        };
+        if let Some(t) = &r.throttled {
+            cells[0] = format!("{}<br>↳ {t}", cells[0]);
+        }
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if let Some(line) = rest_line(rest) {
+        let _ = writeln!(out, "\n{line}");
+    }
+    let _ = writeln!(
+        out,
+        "\nLatency is per call (all of its round trips), measured at the proxy.\n"
+    );
     out
 }
 

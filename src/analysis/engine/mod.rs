@@ -733,6 +733,7 @@ impl Engine {
             let trace = cmd.trace_id();
             k.trace = cmd.trace_context();
             k.test = test;
+            k.database = folded_database(cmd);
             k.patterns.touch(
                 pattern,
                 named_by,
@@ -765,6 +766,7 @@ impl Engine {
             }
             k.trace = None;
             k.test = None;
+            k.database = None;
             (events, partitioning, test, claimed)
         };
         origin.test = test;
@@ -995,6 +997,13 @@ impl Engine {
 
 /// An insert's documents added to the growth of their partition-key
 /// values (see `NamespaceState::key_growth`).
+/// The real database of an operation whose namespace folds several (a
+/// hash of its name), for the findings to count; None otherwise.
+pub(super) fn folded_database(cmd: &Command<'_>) -> Option<u32> {
+    cmd.folded_prefix()
+        .map(|_| crate::analysis::hash::fnv1a(cmd.db.as_bytes()) as u32)
+}
+
 fn observe_key_growth(k: &mut Knowledge, cmd: &Command<'_>, namespace: &str, at: Instant) {
     let (keys, namespaces) = (&k.partition_keys, &mut k.namespaces);
     let Some(key) = keys.get(namespace) else {

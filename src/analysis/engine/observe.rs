@@ -74,6 +74,7 @@ pub(super) fn operation_hooks(
 ) -> Vec<FindingEvent> {
     k.trace = done.op.cmd.trace_context();
     k.test = test;
+    k.database = super::folded_database(done.op.cmd);
     let hooks = Hooks::OPERATION.and_if(!stored.is_empty(), Hooks::DOCUMENT);
     let events = k.with_rules(hooks, |rule, cx| {
         for doc in stored {
@@ -83,6 +84,7 @@ pub(super) fn operation_hooks(
     });
     k.trace = None;
     k.test = None;
+    k.database = None;
     events
 }
 
