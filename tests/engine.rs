@@ -2030,7 +2030,10 @@ fn ids_as_field_names_are_one_pattern_a_finding_and_never_shown() {
     let json = serde_json::to_string(&report).unwrap();
     let text = wirelint::report::table::text(&report);
     for g in &groups {
-        assert!(!json.contains(g.as_str()) && !text.contains(g.as_str()), "{g} shown");
+        assert!(
+            !json.contains(g.as_str()) && !text.contains(g.as_str()),
+            "{g} shown"
+        );
     }
 }
 
@@ -2067,11 +2070,78 @@ fn the_text_report_leads_with_findings_and_sums_up_quiet_patterns() {
     let findings = out.find("Findings").unwrap();
     let table = out.find("Access patterns with findings").unwrap();
     assert!(findings < table, "{out}");
-    assert!(out.contains("and 30 more patterns without findings (30 calls)"), "{out}");
+    assert!(
+        out.contains("and 30 more patterns without findings (30 calls)"),
+        "{out}"
+    );
     assert!(!out.contains("quiet7"), "{out}");
     assert!(out.contains("unread.<id>"), "{out}");
-    assert!(!out.contains("Partitions  ") && !out.contains(" unknown "), "{out}");
-    assert!(out.contains("Partitions: no partition key is known"), "{out}");
+    assert!(
+        !out.contains("Partitions  ") && !out.contains(" unknown "),
+        "{out}"
+    );
+    assert!(
+        out.contains("Partitions: no partition key is known"),
+        "{out}"
+    );
     let all = text_with(&report, Layout { all_patterns: true });
-    assert!(all.contains("quiet7") && !all.contains("more patterns without findings"), "{all}");
+    assert!(
+        all.contains("quiet7") && !all.contains("more patterns without findings"),
+        "{all}"
+    );
+}
+
+/// A handshake on connection `conn` naming the application `name`.
+fn hello_as(e: &mut Engine, conn: u64, id: i32, name: &str, t: Instant) {
+    let hello = bson::RawDocumentBuf::try_from(
+        &bson::doc! {"hello": 1, "client": {"application": {"name": name}}, "$db": "admin"},
+    )
+    .unwrap();
+    e.message(
+        conn,
+        Direction::Request,
+        t,
+        Bytes::from(encode(id, 0, 0, hello.as_bytes(), &[])),
+    );
+    let ok = rawdoc! {"ok": 1.0};
+    e.message(
+        conn,
+        Direction::Reply,
+        t,
+        Bytes::from(encode(1000 + id, id, 0, ok.as_bytes(), &[])),
+    );
+}
+
+/// Lookups whose values lie in another client's open list (two test
+/// workers, each a client of its own, reading the same data at once) do
+/// not follow it: a request is one client's, spread over its own pool.
+/// From a connection of the same client they would.
+#[test]
+fn another_clients_lookups_do_not_join_a_request() {
+    for (other, joins) in [("wirelint-w1", false), ("wirelint-w0", true)] {
+        let k = knowledge();
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        hello_as(&mut e, 1, 1, "wirelint-w0", t);
+        hello_as(&mut e, 2, 2, other, t);
+        let orders: Vec<bson::RawDocumentBuf> = (0..6)
+            .map(|i| rawdoc! {"_id": i, "shop": 1, "customerId": bson::oid::ObjectId::from_bytes([i as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7])})
+            .collect();
+        let mut list = bson::RawArrayBuf::new();
+        for o in &orders {
+            list.push(o.clone());
+        }
+        let find = rawdoc! {"find": "orders", "filter": {"shop": 1}, "$db": "d"};
+        round_trip_at(&mut e, 1, 10, &find, list, t);
+        for (i, o) in orders.iter().enumerate() {
+            let id = o.get_object_id("customerId").unwrap();
+            let lookup =
+                rawdoc! {"find": "customers", "filter": {"_id": id}, "limit": 1, "$db": "d"};
+            round_trip_at(&mut e, 2, 20 + i as i32, &lookup, batch(1), t);
+        }
+        e.flush();
+        let k = k.lock().unwrap();
+        let n_plus_one = k.findings.all().any(|f| f.rule == "WL401");
+        assert_eq!(n_plus_one, joins, "from {other}");
+    }
 }

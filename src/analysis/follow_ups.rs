@@ -95,6 +95,10 @@ pub struct ListRead {
     /// Its documents followed by an operation of the request's root shape
     /// (see [`ListRead::link`]'s `strict`).
     strictly_followed: Vec<u32>,
+    /// The last [`ListRead::spread`] asked: (field, entries in `values`
+    /// then, rows, distinct values); a list's per-row follow-ups all ask
+    /// for the same field.
+    spread: Option<(u8, usize, u64, u64)>,
 }
 
 /// A follow-up of a result: a query whose values came from it.
@@ -118,6 +122,10 @@ pub struct Link {
     /// Whether it fetches for the result as a whole in one query (an `$in`
     /// of several elements' values: the batched fetch, WL401's fix).
     pub batch: bool,
+    /// The result's documents that hold a value in the source field, and
+    /// the distinct values there: what per-row work would cover.
+    pub rows: u64,
+    pub values: u64,
 }
 
 /// Where a follow-up's values lie in a result (see [`ListRead::came_from`]).
@@ -219,6 +227,7 @@ impl ListRead {
             selection: None,
             selection_bytes: 0,
             strictly_followed: Vec::new(),
+            spread: None,
         }
     }
 
@@ -500,6 +509,11 @@ impl ListRead {
         let distinct = distinct.len() as u64;
         let per_element =
             per_element == Source::OneElement || (per_element == Source::Context && count > 1);
+        let (rows, values) = if per_element {
+            self.spread(source)
+        } else {
+            (0, 0)
+        };
         Some(Link {
             field,
             source_field,
@@ -507,7 +521,38 @@ impl ListRead {
             distinct,
             per_element,
             batch: asked.batched && !per_element,
+            rows,
+            values,
         })
+    }
+
+    /// How many documents hold a value in field `field` (its index), and
+    /// how many distinct values they hold there (up to the values kept).
+    fn spread(&mut self, field: u8) -> (u64, u64) {
+        if let Some((f, n, rows, values)) = self.spread {
+            if f == field && n == self.values.len() {
+                return (rows, values);
+            }
+        }
+        let mut docs: smallvec::SmallVec<[u32; 64]> = smallvec::SmallVec::new();
+        let mut values = 0u64;
+        let mut last = None;
+        // Sorted by hash, then field: one value's entries are together.
+        for &(h, f, d) in &self.values {
+            if f != field {
+                continue;
+            }
+            if last != Some(h) {
+                values += 1;
+                last = Some(h);
+            }
+            docs.push(d);
+        }
+        docs.sort_unstable();
+        docs.dedup();
+        let rows = docs.len() as u64;
+        self.spread = Some((field, self.values.len(), rows, values));
+        (rows, values)
     }
 
     /// The source field through which what `a` asks for came from this

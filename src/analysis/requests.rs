@@ -143,6 +143,9 @@ pub struct Request {
     pub id: u64,
     /// The connection of its root.
     pub conn: u64,
+    /// The application name its root's connection gave in its handshake
+    /// (its key; 0: none): a request is one client's.
+    app: u64,
     trace: Option<TraceId>,
     named_by: NamedBy,
     /// Its round trips, latency, documents and shapes so far (its name is
@@ -281,6 +284,9 @@ pub struct Followed {
 /// What [`Requests::place`] needs of the operation.
 pub struct Operation<'q> {
     pub conn: u64,
+    /// The key of the application name its connection's handshake gave (0:
+    /// none).
+    pub app: u64,
     pub at: Instant,
     pub origin: &'q RequestOrigin,
     pub trace: Option<TraceId>,
@@ -372,12 +378,12 @@ impl Requests {
                 }
                 Some(i)
             }
-            None if op.origin.named_by == NamedBy::Shape && op.trace.is_none() => {
-                self.follow_any(current, shape, query).map(|(i, f)| {
+            None if op.origin.named_by == NamedBy::Shape && op.trace.is_none() => self
+                .follow_any(current, op.app, shape, query)
+                .map(|(i, f)| {
                     followed = Some(f);
                     i
-                })
-            }
+                }),
             None => None,
         };
         let mut closed = Closed::new();
@@ -455,6 +461,7 @@ impl Requests {
                 self.open.push_back(Request {
                     id,
                     conn: op.conn,
+                    app: op.app,
                     trace: op.trace,
                     named_by: op.origin.named_by,
                     invocation: Invocation {
@@ -523,15 +530,19 @@ impl Requests {
     fn follow_any<'a>(
         &mut self,
         current: Option<u64>,
+        app: u64,
         shape: &Shape,
         query: impl FnOnce() -> Option<FollowUpQuery<'a>>,
     ) -> Option<(usize, Followed)> {
         let own = current
             .and_then(|id| self.position(id))
             .and_then(|i| Some((i, Self::eligible(&self.open[i], shape)?)));
+        // A driver spreads a request over its own pool: the connections of
+        // another application (another client, a test worker of its own)
+        // serve other requests, whatever values they share.
         let others = (0..self.open.len())
             .rev()
-            .filter(|&i| Some(i) != own.map(|o| o.0))
+            .filter(|&i| Some(i) != own.map(|o| o.0) && self.open[i].app == app)
             .filter_map(|i| Some((i, Self::eligible(&self.open[i], shape)?)))
             .take(MAX_SCAN);
         let mut candidates = own.into_iter().chain(others).peekable();

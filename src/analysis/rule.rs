@@ -72,6 +72,10 @@ pub struct FollowUp {
     /// The distinct values those follow-ups asked for, up to 4 (4: as many
     /// or more).
     pub distinct: u64,
+    /// The list's documents that hold a value in the source field, and the
+    /// distinct values they hold there: what per-row work covers.
+    pub list_rows: u64,
+    pub list_values: u64,
 }
 
 /// Where a document was seen.

@@ -7,11 +7,16 @@
 //! a batched `$in` over the list is the fix and never counts.
 //!
 //! Reported when one list is followed `min_follow_ups` times with the same
-//! link, or — lists of one or two items, as in CI fixtures — when
-//! `min_lists` lists of the same shape each had every element followed.
+//! link, by per-row work that covers the list (half its rows or more, or
+//! every distinct value of its field), or — lists of one or two items, as
+//! in CI fixtures — when `min_lists` lists of the same shape each had
+//! every element followed. A few lookups whose values merely lie in a long
+//! list are evidence of nothing: in a small vocabulary of users, one
+//! visitor's own profile read matches another's listed authors.
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::follow_ups::DISTINCT_KEPT;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -78,7 +83,14 @@ impl Rule for NPlusOne {
             ),
             cx.pool,
         );
-        if f.count > seen.most {
+        // Per-row work covers its list: half its rows or more, or every
+        // distinct value of the field (as many as are told apart). A few
+        // lookups whose values merely lie in a long list (another
+        // visitor's own profile read, whose id is also one listed
+        // author's) are not the list's rows' work.
+        let covers =
+            2 * f.count >= f.list_rows || f.distinct >= f.list_values.min(DISTINCT_KEPT as u64);
+        if covers && f.count > seen.most {
             seen.most = f.count;
             seen.most_of = f.leading_docs;
             seen.most_distinct = f.distinct;
@@ -146,7 +158,8 @@ impl Rule for NPlusOne {
         // Its own request shows the pattern (many follow-ups, or its
         // whole list followed), or it only adds to what others showed: a
         // test that reads one document after a list is not an N+1's test.
-        let shown_here = f.count as f64 >= cx.threshold(&META, op.namespace, "min_follow_ups")
+        let shown_here = (covers
+            && f.count as f64 >= cx.threshold(&META, op.namespace, "min_follow_ups"))
             || (f.count == f.leading_docs && f.leading_docs >= 2);
         if shown_here {
             cx.report(&META, draft);

@@ -797,6 +797,7 @@ impl Engine {
         let state = self.conns.entry(conn).or_default();
         let op = Operation {
             conn,
+            app: state.app,
             at,
             origin,
             trace,
@@ -832,6 +833,8 @@ impl Engine {
                 count: f.link.count,
                 leading_docs: f.leading_docs,
                 distinct: f.link.distinct,
+                list_rows: f.link.rows,
+                list_values: f.link.values,
             });
         (finished, follow_up, context)
     }
