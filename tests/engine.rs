@@ -1014,6 +1014,8 @@ fn pending_requests_are_charged_at_their_most_until_a_tick_finds_none() {
 struct Run {
     rules: Vec<(String, String)>,
     patterns: Vec<(String, u64, u64)>,
+    /// Each finding's rule and the patterns it names.
+    named: Vec<(String, Vec<String>)>,
 }
 
 /// One operation of an untagged application: connection, command, reply
@@ -1068,7 +1070,16 @@ fn run_paced(ops: Vec<Op>, gap: Duration) -> Run {
         .map(|(n, p)| (n.to_string(), p.invocations, p.operations))
         .collect();
     patterns.sort();
-    Run { rules, patterns }
+    let named = k
+        .findings
+        .all()
+        .map(|f| (f.rule.clone(), f.patterns.clone()))
+        .collect();
+    Run {
+        rules,
+        patterns,
+        named,
+    }
 }
 
 /// A board page, untagged: the cards of a board, then per card its
@@ -1554,9 +1565,17 @@ fn a_read_by_key_then_insert_or_update_is_one_upsert() {
         }
         ops
     };
-    assert_eq!(
-        run_ops(feed("read")).rules,
-        vec![("WL404".into(), "d.products".into())]
+    let read = run_ops(feed("read"));
+    assert_eq!(read.rules, vec![("WL404".into(), "d.products".into())]);
+    // It names the pattern of the writes it is about, as the other
+    // findings name theirs (the read's shape is its `shape`).
+    let (_, named) = &read.named[0];
+    assert!(
+        !named.is_empty()
+            && named
+                .iter()
+                .all(|p| p.starts_with("update d.products") || p.starts_with("insert d.products")),
+        "{named:?}"
     );
     assert_eq!(run_ops(feed("upsert")).rules, vec![]);
     assert_eq!(run_ops(feed("fed")).rules, vec![]);

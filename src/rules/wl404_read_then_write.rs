@@ -155,6 +155,7 @@ impl ReadThenWrite {
         &mut self,
         namespace: &str,
         shape: &str,
+        pattern: &str,
         cx: &mut RuleContext<'_>,
         f: impl FnOnce(&mut Items),
     ) {
@@ -186,7 +187,9 @@ impl ReadThenWrite {
                 namespace: namespace.to_string(),
                 subject: format!("read then write {{{keys}}}"),
                 severity: META.severity,
-                pattern: None,
+                // The pattern of the write (the read's is `shape`): the
+                // table's row the finding is about.
+                pattern: Some(pattern.to_string()),
                 shape: Some(shape.to_string()),
                 message: format!(
                     "items are found by {{{keys}}}, then inserted when missing ({inserted}) or updated ({updated}): \
@@ -242,7 +245,7 @@ impl Rule for ReadThenWrite {
                 }
                 if op.cmd.documents().into_iter().any(|d| holds(d, &read.keys)) {
                     let shape = shape_text(cx, read.shape);
-                    self.record(ns, &shape, cx, |i| i.inserted += 1);
+                    self.record(ns, &shape, op.pattern, cx, |i| i.inserted += 1);
                 }
             }
             Kind::Update | Kind::FindAndModify => {
@@ -271,7 +274,7 @@ impl Rule for ReadThenWrite {
                     .filter(|_| u.is_operator_update())
                     .is_some_and(|d| fed_by(&set_values(d), &read.values));
                 let shape = shape_text(cx, read.shape);
-                self.record(ns, &shape, cx, |i| {
+                self.record(ns, &shape, op.pattern, cx, |i| {
                     if fed {
                         i.fed += 1;
                     } else {
