@@ -82,18 +82,13 @@ fn id_keyed_paths(update: &bson::RawDocument) -> Vec<(String, u32, String)> {
             continue;
         }
         // On the raw keys: most hold no digit, and are passed over
-        // without decoding.
+        // without decoding (`is_value_key` looks for one first).
         for e in elements(op.value).map_while(Result::ok) {
-            if !e.key.iter().any(u8::is_ascii_digit)
-                || !e.key.split(|b| *b == b'.').any(is_value_key)
-            {
-                continue;
-            }
-            let (Ok(path), Ok(op)) = (std::str::from_utf8(e.key), std::str::from_utf8(op.key))
-            else {
+            let Some(at) = e.key.split(|b| *b == b'.').position(is_value_key) else {
                 continue;
             };
-            let Some(at) = path.split('.').position(|p| is_value_key(p.as_bytes())) else {
+            let (Ok(path), Ok(op)) = (std::str::from_utf8(e.key), std::str::from_utf8(op.key))
+            else {
                 continue;
             };
             let parts: Vec<&str> = path.split('.').collect();
