@@ -29,6 +29,11 @@
 //!                                               # benches/icount-baseline.tsv
 //! ```
 //!
+//! `WIRELINT_TARGET=cosmos-ru` (as `wirelint --target`) runs every
+//! workload and replay under that platform, request-unit pricing included
+//! (`scripts/icount.sh --target cosmos-ru` compares it with the baseline,
+//! measured under the platform each capture's hello names).
+//!
 //! Figures are printed, never asserted here; scripts/icount.sh fails on
 //! instruction counts more than 3 % above its baseline.
 
@@ -78,14 +83,30 @@ struct Worker {
     knowledge: Arc<Mutex<Knowledge>>,
 }
 
+/// The platform set with `WIRELINT_TARGET`, if any (a name `--target`
+/// takes); unset, the one each capture's hello names.
+fn target() -> Option<wirelint::analysis::target::Target> {
+    let text = std::env::var("WIRELINT_TARGET").ok()?;
+    let target = wirelint::analysis::target::Target::parse(&text);
+    assert!(target.is_some(), "WIRELINT_TARGET={text}: not a target");
+    target
+}
+
 impl Worker {
     fn new() -> Worker {
-        let knowledge = Arc::new(Mutex::new(Knowledge::new(
+        let mut knowledge = Knowledge::new(
             wirelint::rules::all(),
             RuleSettings::default(),
             false,
             Caps::default(),
-        )));
+        );
+        if let Some(target) = target() {
+            knowledge.configure(&wirelint::analysis::Settings {
+                target: Some(target),
+                ..Default::default()
+            });
+        }
+        let knowledge = Arc::new(Mutex::new(knowledge));
         Worker {
             engine: Engine::new(knowledge.clone(), None),
             decoder: Decoder::default(),
@@ -569,6 +590,7 @@ mod replay {
                     config.partition_keys(&path.display().to_string()).unwrap();
             }
         }
+        settings.analysis.target = super::target();
         settings
     }
 

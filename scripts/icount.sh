@@ -11,6 +11,10 @@
 #   scripts/icount.sh            build, count, compare
 #   scripts/icount.sh --update   the same, then rewrite the baseline (commit
 #                                it with a message that says why)
+#   scripts/icount.sh --target cosmos-ru
+#                                every workload under that platform (as
+#                                `wirelint --target`), against the same
+#                                baseline: what its pricing adds
 #
 # The build: the analysis benchmark in the dev profile (whose dependencies
 # `cargo test` has built already) with wirelint and the crates its
@@ -38,8 +42,14 @@ WORKLOADS=(insert_1kib getmore_app_docs getmore_batch insert_30_docs aggregate_l
 OPTIMISED=(wirelint bson simdutf8 ascii hdrhistogram lru crc32c foldhash)
 
 update=0
+target=
 case ${1:-} in
   --update) update=1 ;;
+  --target)
+    case ${2:-} in
+      mongodb | cosmos-ru | cosmos-vcore | documentdb) target=$2 ;;
+      *) echo "icount: --target takes mongodb, cosmos-ru, cosmos-vcore or documentdb" >&2; exit 2 ;;
+    esac ;;
   "") ;;
   *) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac
@@ -69,18 +79,19 @@ cp "$bin" "$out/analysis"
 valgrind=$(command -v valgrind)
 # count WORKLOAD: writes the instructions of its PAIRS measured pairs.
 count() {
-  env -i PATH=/usr/bin:/bin WIRELINT_CALLGRIND="$PAIRS" WIRELINT_CALLGRIND_ONLY="$1" \
+  env -i PATH=/usr/bin:/bin ${target:+WIRELINT_TARGET=$target} \
+    WIRELINT_CALLGRIND="$PAIRS" WIRELINT_CALLGRIND_ONLY="$1" \
     "$valgrind" --tool=callgrind --toggle-collect='*callgrind_measured*' \
     --callgrind-out-file=/dev/null "$out/analysis" --bench >/dev/null 2>"$out/$1.log" ||
     { echo "icount: $1 failed:" >&2; cat "$out/$1.log" >&2; return 1; }
   grep -oP 'Collected : \K[0-9]+' "$out/$1.log" >"$out/$1"
 }
 export -f count
-export PAIRS out valgrind
+export PAIRS out valgrind target
 # count_replays: every application's replay, its counts in $out/replay:NAME
 # (per request) and the table of figures in $out/replays.
 count_replays() {
-  (cd "$out" && env -i PATH=/usr/bin:/bin WIRELINT_CALLGRIND_REPLAY=1 \
+  (cd "$out" && env -i PATH=/usr/bin:/bin ${target:+WIRELINT_TARGET=$target} WIRELINT_CALLGRIND_REPLAY=1 \
     "$valgrind" --tool=callgrind --toggle-collect='*callgrind_measured*' \
     --dump-before='*replay_boundary*' --callgrind-out-file="$out/cg.replay" \
     "$out/analysis" --bench >"$out/replay.order" 2>"$out/replay.log") ||
