@@ -142,12 +142,10 @@ pub(super) fn observe_writes(
     for u in &updates {
         match u.update {
             Some(doc) if u.is_operator_update() => {
-                k.namespaces.observe_update(namespace, u.filter, doc);
                 // One statement: the reply's `nModified` is its own.
-                if let (Some(m), 1) = (modified, updates.len()) {
-                    k.namespaces
-                        .observe_set_growth(namespace, u.filter, doc, m > 0);
-                }
+                let modified = modified.filter(|_| updates.len() == 1);
+                k.namespaces
+                    .observe_update(namespace, u.filter, doc, modified);
             }
             Some(doc) => {
                 let doc = Doc::new(doc, &k.namespaces.caps);

@@ -112,6 +112,64 @@ pub(super) fn pinned_id(filter: &RawDocument) -> Option<u64> {
     }
 }
 
+/// The most ids of one `_id: {$in: [...]}` filter whose documents an
+/// update is followed into (a fan-out to more is not followed: each id is
+/// a lookup in the namespace's document table).
+pub(super) const IDS_PER_UPDATE: usize = 256;
+
+/// The hashed `_id`s a filter lists with `{_id: {$in: [a, b, …]}}` (and
+/// nothing else): the documents a multi-document update writes, when
+/// the server says it modified as many. None past `IDS_PER_UPDATE`.
+pub(super) fn listed_ids(filter: &RawDocument) -> Option<SmallVec<[u64; 8]>> {
+    let mut fields = bson_walk::pairs(filter.as_bytes());
+    let (key, value) = fields.next()?.ok()?;
+    if key != "_id" || fields.next().is_some() {
+        return None;
+    }
+    let bson_walk::Value::Document(ops) = value else {
+        return None;
+    };
+    let mut ops = bson_walk::elements(ops);
+    let op = ops.next()?.ok()?;
+    if op.key != b"$in" || op.element_type != 0x04 || ops.next().is_some() {
+        return None;
+    }
+    let list = RawDocument::from_bytes(op.value).ok()?;
+    let mut ids = SmallVec::new();
+    for v in list.iter() {
+        let (_, v) = v.ok()?;
+        if matches!(
+            v,
+            RawBsonRef::Document(_) | RawBsonRef::Array(_) | RawBsonRef::RegularExpression(_)
+        ) || ids.len() == IDS_PER_UPDATE
+        {
+            return None;
+        }
+        ids.push(value_hash(v));
+    }
+    Some(ids)
+}
+
+/// Whether an update may make an array's length known or grown: a `$push`
+/// or `$addToSet` without `$slice`, or a `$set` of a whole array. One walk
+/// of the update, before it is followed into many documents.
+pub(super) fn changes_lengths(update: &RawDocument) -> bool {
+    bson_walk::pairs(update.as_bytes())
+        .map_while(Result::ok)
+        .any(|(op, fields)| {
+            let bson_walk::Value::Document(fields) = fields else {
+                return false;
+            };
+            bson_walk::elements(fields)
+                .map_while(Result::ok)
+                .any(|e| match op {
+                    "$set" => e.element_type == 0x04,
+                    "$push" | "$addToSet" => !is_sliced_element(&e),
+                    _ => false,
+                })
+        })
+}
+
 /// Array lengths one update of one document makes known: a whole-array
 /// `$set` gives the length; a `$push` without `$slice` adds its elements
 /// to a length already known. (`$addToSet` may add nothing: only reads
@@ -283,8 +341,7 @@ mod tests {
         let filter = rawdoc! {"_id": 1};
         for i in 0..30 {
             let update = rawdoc! {"$addToSet": {"followers": i}};
-            ns.observe_update("app.users", Some(&filter), &update);
-            ns.observe_set_growth("app.users", Some(&filter), &update, true);
+            ns.observe_update("app.users", Some(&filter), &update, Some(1));
         }
         let stats = |ns: &Namespaces, path: &str| {
             let a = ns
@@ -297,12 +354,72 @@ mod tests {
         };
         assert_eq!(stats(&ns, "followers"), (30, 30, 0));
         let again = rawdoc! {"$addToSet": {"followers": 3}};
-        ns.observe_set_growth("app.users", Some(&filter), &again, false);
+        ns.observe_update("app.users", Some(&filter), &again, Some(0));
         assert_eq!(stats(&ns, "followers"), (30, 30, 1));
         // No insert seen: growth counted, no length made up.
         let other = rawdoc! {"$addToSet": {"likes": "x"}};
-        ns.observe_set_growth("app.users", Some(&rawdoc! {"_id": 2}), &other, true);
+        ns.observe_update("app.users", Some(&rawdoc! {"_id": 2}), &other, Some(1));
         assert_eq!(stats(&ns, "likes"), (0, 1, 0));
+    }
+
+    /// A notification pushed to every subscriber in one update
+    /// (`{_id: {$in: ids}}`): when the server modified as many documents
+    /// as the filter lists, each one's array grew from the length its
+    /// insert gave. Fewer modified (or a duplicate id): which ones grew is
+    /// not known, and nothing is recorded.
+    #[test]
+    fn a_fan_out_by_id_grows_every_listed_document() {
+        let mut ns = Namespaces::default();
+        let caps = Caps::default();
+        for id in 0..20 {
+            ns.observe_document(
+                "app.users",
+                &Doc::new(&rawdoc! {"_id": id, "notifications": []}, &caps),
+            );
+        }
+        let stats = |ns: &Namespaces| {
+            let a = ns
+                .get("app.users")
+                .unwrap()
+                .arrays
+                .get(&"notifications".to_string())
+                .unwrap();
+            (a.lengths.max, a.growth_events)
+        };
+        let push = rawdoc! {"$push": {"notifications": {"kind": "reply"}}};
+        let subscribers = rawdoc! {"_id": {"$in": [1, 2, 3, 4, 5]}};
+        for _ in 0..3 {
+            ns.observe_update("app.users", Some(&subscribers), &push, Some(5));
+        }
+        assert_eq!(stats(&ns), (3, 15));
+        // Four of five modified: not followed. No nModified: not either.
+        ns.observe_update("app.users", Some(&subscribers), &push, Some(4));
+        ns.observe_update("app.users", Some(&subscribers), &push, None);
+        assert_eq!(stats(&ns), (3, 15));
+        // $addToSet through the same fan-out: every set grew by one.
+        let follow = rawdoc! {"$addToSet": {"notifications": "x"}};
+        ns.observe_update("app.users", Some(&subscribers), &follow, Some(5));
+        assert_eq!(stats(&ns), (4, 20));
+        // An update that bounds or does not touch arrays is not followed.
+        assert!(!super::changes_lengths(
+            &rawdoc! {"$push": {"n": {"$each": [1], "$slice": -5}}, "$inc": {"c": 1}}
+        ));
+        assert!(super::changes_lengths(
+            &rawdoc! {"$set": {"a": 1, "tags": ["x"]}}
+        ));
+        // Not a plain list of ids: another key beside it, a nested value.
+        assert!(super::listed_ids(&rawdoc! {"_id": {"$in": [1]}, "a": 1}).is_none());
+        assert!(super::listed_ids(&rawdoc! {"_id": {"$in": [{"a": 1}]}}).is_none());
+        assert!(super::listed_ids(&rawdoc! {"_id": {"$in": [1], "$ne": 2}}).is_none());
+        let mut many = bson::RawArrayBuf::new();
+        for i in 0..=super::IDS_PER_UPDATE as i32 {
+            many.push(i);
+        }
+        assert!(super::listed_ids(&rawdoc! {"_id": {"$in": many}}).is_none());
+        assert_eq!(
+            super::listed_ids(&subscribers).map(|ids| ids.len()),
+            Some(5)
+        );
     }
 
     #[test]
@@ -328,11 +445,13 @@ mod tests {
             "app.posts",
             Some(&filter),
             &rawdoc! {"$push": {"comments": {"t": 1}}},
+            None,
         );
         ns.observe_update(
             "app.posts",
             Some(&filter),
             &rawdoc! {"$push": {"comments": {"$each": [{"t": 2}, {"t": 3}]}}},
+            None,
         );
         assert_eq!(stats(&ns, "comments"), (3, 2));
         // Another document's push, or one with $slice, or $addToSet, says
@@ -341,11 +460,13 @@ mod tests {
             "app.posts",
             Some(&rawdoc! {"_id": 8}),
             &rawdoc! {"$push": {"comments": 1}},
+            None,
         );
         ns.observe_update(
             "app.posts",
             Some(&filter),
             &rawdoc! {"$push": {"comments": {"$each": [1], "$slice": -2}}, "$addToSet": {"tags": "b"}},
+            None,
         );
         assert_eq!(stats(&ns, "comments"), (3, 2));
         assert_eq!(stats(&ns, "tags"), (1, 0));
@@ -354,6 +475,7 @@ mod tests {
             "app.posts",
             Some(&rawdoc! {"_id": {"$eq": 7}}),
             &rawdoc! {"$set": {"tags": ["a", "b", "c"]}},
+            None,
         );
         assert_eq!(stats(&ns, "tags"), (3, 1));
         // A replacement without _id is the filter's document.
@@ -415,17 +537,20 @@ mod tests {
             "blog.posts",
             None,
             &rawdoc! {"$push": {"comments": {"t": 1}}, "$inc": {"n": 1}},
+            None,
         );
         assert!(ns.get("blog.posts").unwrap().bounded_paths.is_empty());
         ns.observe_update(
             "blog.posts",
             None,
             &rawdoc! {"$push": {"recent": {"$each": [1], "$slice": -10}}},
+            None,
         );
         ns.observe_update(
             "blog.buckets",
             Some(&rawdoc! {"postId": 1, "count": {"$lt": 100}}),
             &rawdoc! {"$push": {"comments": 1}, "$inc": {"count": 1}},
+            None,
         );
         assert!(ns
             .get("blog.posts")

@@ -291,34 +291,36 @@ impl Namespaces {
         observe_in(self.state(namespace), doc, id)
     }
 
-    /// What the server's answer to an update of one document tells of
-    /// its `$addToSet`s: whether the sets grew (`modified`: its
-    /// `nModified`), when the filter pins the document.
-    pub fn observe_set_growth(
-        &mut self,
-        namespace: &str,
-        filter: Option<&RawDocument>,
-        update: &RawDocument,
-        modified: bool,
-    ) {
-        if let Some(id) = filter.and_then(pinned_id) {
-            arrays::record_set_growth(self.state(namespace), id, update, modified);
-        }
-    }
-
     /// What an update document tells: the array lengths it makes known
-    /// (when its filter pins one document) and the paths it bounds.
+    /// and the paths it bounds. The lengths are known when its filter pins
+    /// one document, or lists several by `_id` (`{_id: {$in: ids}}`: a
+    /// fan-out on write, one notification pushed to every subscriber) and
+    /// the server modified every one of them (`modified`: the statement's
+    /// own `nModified`, when it is the write's only statement).
     pub fn observe_update(
         &mut self,
         namespace: &str,
         filter: Option<&RawDocument>,
         update: &RawDocument,
+        modified: Option<i64>,
     ) {
         let bucketed = is_bucketed(filter, Some(update));
-        let id = filter.and_then(pinned_id);
         let state = self.state(namespace);
-        if let Some(id) = id {
-            record_written_lengths(state, id, update);
+        if let Some(filter) = filter {
+            if let Some(id) = pinned_id(filter) {
+                record_written_lengths(state, id, update);
+                if let Some(m) = modified {
+                    arrays::record_set_growth(state, id, update, m > 0);
+                }
+            } else if let Some(m) = modified.filter(|m| *m > 0) {
+                let listed = || arrays::listed_ids(filter).filter(|ids| ids.len() as i64 == m);
+                if let Some(ids) = arrays::changes_lengths(update).then(listed).flatten() {
+                    for id in ids {
+                        record_written_lengths(state, id, update);
+                        arrays::record_set_growth(state, id, update, true);
+                    }
+                }
+            }
         }
         record_bounded_paths(state, update, bucketed);
     }
