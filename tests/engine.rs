@@ -536,14 +536,9 @@ fn documents_in_write_errors_are_not_recorded_as_stored() {
     );
 }
 
-/// N+1 whose follow-ups return several documents: per listed post, its
-/// author by `_id` and its tags by `$in` of the post's `tagIds`; the tags
-/// query (a list read itself) does not replace the post list it follows.
-/// A batched `$in` over every author (what `populate` sends) is silent.
-#[test]
-fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
-    let k = knowledge();
-    let mut e = Engine::new(k.clone(), None);
+/// Two pages of five posts, each followed by a lookup of its author by
+/// `_id` and of its tags by `$in`, then a batched page: two N+1s.
+fn posts_then_per_row_lookups(e: &mut Engine) {
     let mut id = 0;
     let mut op = |e: &mut Engine, body: bson::RawDocumentBuf, docs: bson::RawArrayBuf| {
         id += 1;
@@ -558,7 +553,7 @@ fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
     };
     for page in 0..2 {
         op(
-            &mut e,
+            e,
             rawdoc! {"find": "posts", "filter": {}, "limit": 5, "skip": page * 5, "$db": "d"},
             posts(page * 5),
         );
@@ -566,27 +561,38 @@ fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
             let mut author = bson::RawArrayBuf::new();
             author.push(rawdoc! {"_id": format!("u{}", p % 3)});
             op(
-                &mut e,
+                e,
                 rawdoc! {"find": "users", "filter": {"_id": format!("u{}", p % 3)}, "limit": 1, "$db": "d"},
                 author,
             );
             op(
-                &mut e,
+                e,
                 rawdoc! {"find": "tags", "filter": {"_id": {"$in": [p % 7, (p + 3) % 7]}}, "$db": "d"},
                 batch(2),
             );
         }
         op(
-            &mut e,
+            e,
             rawdoc! {"find": "posts", "filter": {}, "limit": 5, "$db": "d"},
             posts(0),
         );
         op(
-            &mut e,
+            e,
             rawdoc! {"find": "authors", "filter": {"_id": {"$in": ["u0", "u1", "u2"]}}, "$db": "d"},
             batch(3),
         );
     }
+}
+
+/// N+1 whose follow-ups return several documents: per listed post, its
+/// author by `_id` and its tags by `$in` of the post's `tagIds`; the tags
+/// query (a list read itself) does not replace the post list it follows.
+/// A batched `$in` over every author (what `populate` sends) is silent.
+#[test]
+fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
+    let k = knowledge();
+    let mut e = Engine::new(k.clone(), None);
+    posts_then_per_row_lookups(&mut e);
     e.flush();
     let k = k.lock().unwrap();
     let mut subjects: Vec<String> = k
@@ -600,6 +606,49 @@ fn per_element_follow_ups_of_any_size_are_linked_to_the_list() {
         subjects,
         vec!["d.posts → d.tags._id", "d.posts → d.users._id"]
     );
+}
+
+/// Under `cosmos-ru` an N+1 says what one `$in` per list saves: all but
+/// one query's base charge per list, in its message and its evidence; under
+/// MongoDB's target it says nothing of request units.
+#[test]
+fn an_n_plus_one_says_what_batching_saves_under_request_units() {
+    use wirelint::analysis::target::Target;
+    let run = |target: Option<Target>| {
+        let k = knowledge();
+        k.lock().unwrap().configure(&wirelint::analysis::Settings {
+            target,
+            ..Default::default()
+        });
+        let mut e = Engine::new(k.clone(), None);
+        posts_then_per_row_lookups(&mut e);
+        e.flush();
+        let found: Vec<_> = k
+            .lock()
+            .unwrap()
+            .findings
+            .all()
+            .filter(|f| f.rule == "WL401" && f.subject == "d.posts → d.users._id")
+            .cloned()
+            .collect();
+        found.into_iter().next().expect("the users N+1")
+    };
+    let priced = run(Some(Target::CosmosRu));
+    let saved = priced.evidence["request_units_saved_per_list"]
+        .as_f64()
+        .unwrap();
+    // Five rows a list: four queries' base charge.
+    let want = wirelint::analysis::request_units::batch_saving(5);
+    assert!(
+        (saved - (want * 100.0).round() / 100.0).abs() < 1e-9,
+        "{saved} {want}"
+    );
+    let clause =
+        format!("; fixing it saves about {want:.1} RU per list (estimated: docs/cosmos.md)");
+    assert!(priced.message.ends_with(&clause), "{}", priced.message);
+    let plain = run(None);
+    assert!(!plain.message.contains("RU"), "{}", plain.message);
+    assert!(!plain.evidence.contains_key("request_units_saved_per_list"));
 }
 
 /// The whole cursor is the list: follow-ups of documents from a getMore

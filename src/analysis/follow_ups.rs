@@ -976,6 +976,7 @@ mod tests {
             namespace: "blog.posts".into(),
             whole: true,
             list: true,
+            priced: Default::default(),
         });
         let mut l = ListRead::new(Instant::now(), origin, true);
         let refs: Vec<&RawDocument> = docs.iter().map(|d| d.as_ref()).collect();

@@ -36,6 +36,10 @@ pub struct RequestOrigin {
     pub followed: Option<u64>,
     /// The test it came from, when a runner said (see `suite`).
     pub test: Option<TestRef>,
+    /// An insert's, under a platform priced in request units: what the
+    /// documents the server stored come to, added up as they were walked
+    /// (what its price needs).
+    pub inserted: Option<super::request_units::Inserted>,
 }
 
 /// The facts a request's shape (and comment) decides, the same for every
@@ -56,6 +60,9 @@ pub struct ShapeFacts {
     /// Whether it is a list read, which an N+1 follows (see
     /// `follow_ups::is_list_read`), not a detail read.
     pub list: bool,
+    /// What its request-unit price takes from the shape, worked out the
+    /// first time an operation of it is priced.
+    pub priced: std::sync::OnceLock<super::request_units::ShapePrice>,
 }
 
 impl RequestOrigin {
@@ -67,6 +74,7 @@ impl RequestOrigin {
             joined: None,
             followed: None,
             test: None,
+            inserted: None,
         }
     }
 

@@ -33,6 +33,7 @@
 //! staleness double reads) and the account as single-region.
 
 use super::command::{Command, Kind, Reply};
+use super::namespaces::NamespaceState;
 use super::partition::{PartitionKey, Partitioning};
 use crate::wire::bson_walk;
 use bson::RawDocument;
@@ -233,27 +234,21 @@ impl Settings {
 pub const PHYSICAL_PARTITION_BYTES: u64 = 50 * 1024 * 1024 * 1024;
 
 /// Physical partitions `namespace` spans: as set, else one per 50 GB of
-/// the data seen (its documents seen times their median size).
+/// the data seen (see [`Known::partitions`]).
 pub fn partitions_of(
     settings: &Settings,
     namespaces: &super::namespaces::Namespaces,
     namespace: &str,
 ) -> u32 {
-    settings
-        .collection(namespace)
-        .and_then(|c| c.physical_partitions)
-        .unwrap_or_else(|| {
-            let data = namespaces
-                .get(namespace)
-                .filter(|s| s.doc_sizes.count > 0)
-                .map_or(0, |s| {
-                    s.doc_sizes
-                        .quantile(0.5)
-                        .max(1)
-                        .saturating_mul(s.documents_seen)
-                });
-            partitions_for(data)
-        })
+    Known {
+        state: Lazy::known(namespaces.get(namespace)),
+        collection: Lazy::known(settings.collection(namespace)),
+        key: Lazy::known(None),
+        inserted: None,
+        modified: None,
+        shape: ShapePrice::default(),
+    }
+    .partitions()
 }
 
 /// What one query saves by running on one partition instead of
@@ -336,19 +331,165 @@ pub fn changed_properties(update: &RawDocument) -> u64 {
     n
 }
 
+/// What pricing needs of an operation that its shape decides (the same
+/// for every operation of the shape): worked out once per shape, and only
+/// under a priced target.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShapePrice {
+    /// Properties its first update changes ([`changed_properties`]).
+    pub changed: Option<u64>,
+    /// Whether its filter is all equalities, `_id` among them: the only
+    /// finds that may be point reads.
+    pub id_equality: bool,
+    /// Whether that filter has other fields than `_id` (the partition key
+    /// decides whether they make it a point read).
+    pub other_equalities: bool,
+    /// Whether it counts documents (`count`, a counting pipeline).
+    pub counts: bool,
+}
+
+impl ShapePrice {
+    pub fn of(cmd: &Command<'_>) -> ShapePrice {
+        let changed = cmd
+            .updates()
+            .first()
+            .and_then(|u| u.update)
+            .map(changed_properties);
+        let (mut id_equality, mut other_equalities) = (false, false);
+        if cmd.kind == Kind::Find {
+            if let Some(filter) = cmd.filter() {
+                let mut all = true;
+                for e in bson_walk::elements(filter.as_bytes()) {
+                    let Ok(e) = e else {
+                        all = false;
+                        break;
+                    };
+                    all &= is_equality(&e);
+                    match e.key {
+                        b"_id" => id_equality = true,
+                        _ => other_equalities = true,
+                    }
+                }
+                id_equality &= all;
+            }
+        }
+        ShapePrice {
+            changed,
+            id_equality,
+            other_equalities,
+            counts: matches!(cmd.kind, Kind::Count | Kind::Aggregate) && cmd.counts(),
+        }
+    }
+}
+
+/// A look-up made the first time it is needed, and kept.
+pub struct Lazy<'k, T> {
+    cell: std::cell::OnceCell<Option<&'k T>>,
+    find: Option<&'k dyn Fn() -> Option<&'k T>>,
+}
+
+impl<'k, T> Lazy<'k, T> {
+    /// Looked up by `find`, when asked.
+    pub fn new(find: &'k dyn Fn() -> Option<&'k T>) -> Lazy<'k, T> {
+        Lazy {
+            cell: std::cell::OnceCell::new(),
+            find: Some(find),
+        }
+    }
+
+    /// Already known.
+    pub fn known(value: Option<&'k T>) -> Lazy<'k, T> {
+        Lazy {
+            cell: std::cell::OnceCell::from(value),
+            find: None,
+        }
+    }
+
+    pub fn get(&self) -> Option<&'k T> {
+        *self.cell.get_or_init(|| self.find.and_then(|f| f()))
+    }
+}
+
 /// What the analysis knows of an operation's collection when it prices it.
-#[derive(Clone, Copy, Debug)]
+/// Each look-up (the collection's state, its configuration, its partition
+/// key) is made only by the operations whose charge needs it.
 pub struct Known<'k> {
+    /// The collection's state as seen (None: nothing seen of it yet).
+    pub state: Lazy<'k, NamespaceState>,
+    /// What is configured of the collection.
+    pub collection: Lazy<'k, Collection>,
+    pub key: Lazy<'k, PartitionKey>,
+    /// What an insert stored, as its documents were walked.
+    pub inserted: Option<Inserted>,
+    /// An update's `nModified`, as the reply says.
+    pub modified: Option<i64>,
+    /// What the operation's shape decides.
+    pub shape: ShapePrice,
+}
+
+/// What an insert stored, added up as its documents were walked: the size
+/// charge of each ([`write_charge`]) and their indexed terms under the
+/// default policy (`Doc::terms`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Inserted {
+    pub size_charge: f64,
+    pub terms: u64,
+}
+
+impl Inserted {
+    /// One more document of `bytes` with `terms`.
+    pub fn add(&mut self, bytes: u64, terms: u64) {
+        self.size_charge += write_charge(bytes);
+        self.terms += terms;
+    }
+}
+
+impl Known<'_> {
     /// Its documents' typical (median) size, as seen; [`TYPICAL_BYTES`]
     /// when none was seen.
-    pub typical_bytes: u64,
-    /// Its documents' typical count of top-level fields (10 when none was
-    /// seen: the published examples' figure).
-    pub typical_fields: u64,
-    /// Physical partitions its data spans.
-    pub partitions: u32,
-    pub key: Option<&'k PartitionKey>,
-    pub index: &'k IndexPolicy,
+    pub fn typical_bytes(&self) -> u64 {
+        self.state
+            .get()
+            .filter(|s| s.doc_sizes.count > 0)
+            .map_or(TYPICAL_BYTES, |s| s.doc_sizes.median().max(1))
+    }
+
+    /// Its documents' typical count of top-level fields (that of its
+    /// commonest field set; 10 when none was seen: the published
+    /// examples' figure).
+    pub fn typical_fields(&self) -> u64 {
+        self.state
+            .get()
+            .and_then(|s| s.field_sets.iter().map(|(_, f)| f).max_by_key(|f| f.count))
+            .map(|f| f.fields.len() as u64)
+            .filter(|n| *n > 0)
+            .unwrap_or(10)
+    }
+
+    /// Physical partitions its data spans: as set, else one per 50 GB of
+    /// the data seen (its documents seen times their median size).
+    pub fn partitions(&self) -> u32 {
+        self.collection
+            .get()
+            .and_then(|c| c.physical_partitions)
+            .unwrap_or_else(|| {
+                let data = self
+                    .state
+                    .get()
+                    .filter(|s| s.doc_sizes.count > 0)
+                    .map_or(0, |s| {
+                        s.doc_sizes.median().max(1).saturating_mul(s.documents_seen)
+                    });
+                partitions_for(data)
+            })
+    }
+
+    /// The collection's index policy (every path unless configured).
+    pub fn index(&self) -> &IndexPolicy {
+        self.collection
+            .get()
+            .map_or(&IndexPolicy::Everything, |c| &c.index)
+    }
 }
 
 /// The estimated RU of one answered operation (a round trip): `cmd`, the
@@ -370,72 +511,92 @@ pub fn of_operation(
     }
     // A partitioned collection's query runs on the partitions its filter
     // targets; an unpartitioned one has one.
-    let fan_out = match (known.key, partitioning) {
+    let fan_out = || match (known.key.get(), partitioning) {
         (None, _) | (_, Some(Partitioning::SingleShard)) => 1,
-        _ => known.partitions,
+        _ => known.partitions(),
     };
     let n = |r: Option<&Reply<'_>>| r.and_then(|r| r.n()).unwrap_or(0).max(0) as u64;
     match cmd.kind {
-        Kind::Find if is_point_read(cmd, known.key) && returned.len() <= 1 => {
+        Kind::Find if returned.len() <= 1 && is_point_read(cmd, known) => {
             sizes().map(read_charge).sum::<f64>().max(POINT_READ_1KB)
         }
         Kind::Find => {
             // A projection returns less than it loads: each document is
             // loaded whole, at the collection's typical size.
             let whole = cmd.projection().is_none_or(|p| p.is_empty());
-            let loaded = sizes().map(|b| if whole { b } else { b.max(known.typical_bytes) });
-            query(fan_out, loaded)
+            let typical = if whole { 0 } else { known.typical_bytes() };
+            query(fan_out(), sizes().map(|b| b.max(typical)))
         }
         // A count loads what it counts, at the collection's typical size.
-        Kind::Count | Kind::Aggregate if cmd.counts() => {
+        Kind::Count | Kind::Aggregate if known.shape.counts => {
             let counted = match cmd.kind {
                 Kind::Count => n(reply),
                 _ => returned.first().map_or(0, |d| first_number(d)),
             };
             query(
-                fan_out,
-                std::iter::repeat_n(known.typical_bytes, counted.min(MAX_COUNTED) as usize),
+                fan_out(),
+                std::iter::repeat_n(known.typical_bytes(), counted.min(MAX_COUNTED) as usize),
             )
         }
-        Kind::Aggregate | Kind::Count => query(fan_out, sizes()),
-        Kind::Distinct => query(fan_out, std::iter::empty()),
-        Kind::Insert => cmd
-            .documents()
-            .iter()
-            .map(|d| insert(d.as_bytes().len() as u64, indexed_terms(d, known.index)))
-            .sum(),
+        Kind::Aggregate | Kind::Count => query(fan_out(), sizes()),
+        Kind::Distinct => query(fan_out(), std::iter::empty()),
+        Kind::Insert => match (known.inserted, known.index()) {
+            // Every path indexed: what the documents' walk added up.
+            (Some(inserted), IndexPolicy::Everything) => {
+                inserted.size_charge + INDEX_TERM * inserted.terms as f64
+            }
+            (_, policy) => cmd
+                .documents()
+                .iter()
+                .map(|d| insert(d.as_bytes().len() as u64, indexed_terms(d, policy)))
+                .sum(),
+        },
         Kind::Update | Kind::FindAndModify => {
             let updates = cmd.updates();
             let Some(first) = updates.first() else {
                 // findAndModify with remove.
                 let removed = u64::from(reply.and_then(|r| r.value()).is_some());
-                return removed as f64 * delete(known.typical_bytes, known.typical_fields);
+                return removed as f64 * delete(known.typical_bytes(), known.typical_fields());
             };
-            let changed = first
-                .update
-                .map_or(known.typical_fields, changed_properties)
+            let changed = known
+                .shape
+                .changed
+                .unwrap_or_else(|| known.typical_fields())
                 .max(1);
-            let upserted = reply.map_or(0, |r| r.upserted());
+            // Only an upsert's reply can say it inserted, and only when it
+            // counts more documents (`n`: matched and upserted) than it
+            // modified: `n` comes first in a reply, `upserted` may not.
+            let upserted = match (cmd.kind, reply) {
+                (Kind::Update, Some(r))
+                    if updates.iter().any(|u| u.upsert)
+                        && r.n().unwrap_or(0) > known.modified.unwrap_or(0) =>
+                {
+                    r.upserted()
+                }
+                (Kind::FindAndModify, Some(r)) if updates.iter().any(|u| u.upsert) => r.upserted(),
+                _ => 0,
+            };
             let modified = match cmd.kind {
                 Kind::FindAndModify => {
                     u64::from(upserted == 0 && reply.and_then(|r| r.value()).is_some())
                 }
-                _ => reply.and_then(|r| r.n_modified()).unwrap_or(0).max(0) as u64,
+                _ => known.modified.unwrap_or(0).max(0) as u64,
             };
+            let typical_bytes = known.typical_bytes();
             let one = if first.is_operator_update() {
-                patch(known.typical_bytes, changed)
+                patch(typical_bytes, changed)
             } else {
                 let bytes = first
                     .update
-                    .map_or(known.typical_bytes, |u| u.as_bytes().len() as u64);
+                    .map_or(typical_bytes, |u| u.as_bytes().len() as u64);
                 replace(bytes, changed)
             };
             // What an upsert inserts: the fields it sets, its filter's
             // equalities and an `_id`.
-            let inserted = insert(known.typical_bytes.min(TYPICAL_BYTES), changed + 2);
+            let inserted = insert(typical_bytes.min(TYPICAL_BYTES), changed + 2);
             modified as f64 * one + upserted as f64 * inserted
         }
-        Kind::Delete => n(reply) as f64 * delete(known.typical_bytes, known.typical_fields),
+        Kind::Delete => n(reply) as f64 * delete(known.typical_bytes(), known.typical_fields()),
         _ => 0.0,
     }
 }
@@ -454,35 +615,43 @@ fn first_number(doc: &RawDocument) -> u64 {
         .map_or(0, |n| n.max(0) as u64)
 }
 
+/// Whether a filter's value is an equality: a scalar, a document that is
+/// not an operator, or `{$eq: v}`.
+fn is_equality(e: &bson_walk::Element<'_>) -> bool {
+    match e.element_type {
+        0x03 => {
+            bson_walk::first_key(e.value).is_none_or(|k| k.first() != Some(&b'$'))
+                || bson_walk::field(e.value, b"$eq").is_some()
+        }
+        0x04 => false,
+        _ => true,
+    }
+}
+
 /// A find by `_id` (an equality), and by the partition key's value when
 /// the key is another field: what Cosmos DB serves as a point read.
-fn is_point_read(cmd: &Command<'_>, key: Option<&PartitionKey>) -> bool {
+fn is_point_read(cmd: &Command<'_>, known: &Known<'_>) -> bool {
+    let key = known.key.get();
+    if !known.shape.id_equality {
+        return false;
+    }
+    let key_paths = key.map_or(0, |k| k.paths.iter().filter(|p| *p != "_id").count());
+    if !known.shape.other_equalities {
+        return key_paths == 0;
+    }
     let Some(filter) = cmd.filter() else {
         return false;
     };
-    let mut id = false;
     let mut keyed = 0;
     for e in bson_walk::elements(filter.as_bytes()) {
         let Ok(e) = e else { return false };
-        let equality = match e.element_type {
-            0x03 => {
-                bson_walk::first_key(e.value).is_none_or(|k| k.first() != Some(&b'$'))
-                    || bson_walk::field(e.value, b"$eq").is_some()
-            }
-            0x04 => false,
-            _ => true,
-        };
-        if !equality {
-            return false;
-        }
         match e.key {
-            b"_id" => id = true,
+            b"_id" => {}
             k if key.is_some_and(|key| key.paths.iter().any(|p| p.as_bytes() == k)) => keyed += 1,
             _ => return false,
         }
     }
-    let key_paths = key.map_or(0, |k| k.paths.iter().filter(|p| *p != "_id").count());
-    id && keyed == key_paths
+    keyed == key_paths
 }
 
 #[cfg(test)]
@@ -562,6 +731,31 @@ mod tests {
         let top = IndexPolicy::Paths(vec!["b".into(), "e".into()]);
         assert_eq!(indexed_terms(&doc, &top), 6);
         assert_eq!(indexed_terms(&doc, &IndexPolicy::Paths(vec![])), 1);
+    }
+
+    /// Under the default policy an insert is priced by the terms its
+    /// documents' walk counted (`Doc::terms`), not by a second walk: the
+    /// same count where the walk visits every value, and where it walks
+    /// only the first elements of a long array of alike documents.
+    #[test]
+    fn the_documents_walk_counts_the_same_terms() {
+        use crate::analysis::namespaces::{Caps, Doc};
+        let caps = Caps::default();
+        let comments: Vec<bson::Bson> = (0..100)
+            .map(|i| bson::bson!({"by": i, "text": "t", "likes": [1, 2]}))
+            .collect();
+        let docs = [
+            rawdoc! {"_id": 1, "a": 1, "b": {"c": 1, "d": [1, 2, 3]}, "e": "x"},
+            rawdoc! {"_id": 2, "tags": ["a", "bb", "ccc"], "scores": [1.5, 2.5], "empty": []},
+            bson::RawDocumentBuf::try_from(&bson::doc! {"_id": 3, "comments": comments}).unwrap(),
+        ];
+        for doc in &docs {
+            assert_eq!(
+                Doc::new(doc, &caps).terms,
+                indexed_terms(doc, &IndexPolicy::Everything),
+                "{doc:?}"
+            );
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::common::RuleTable;
 use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
 use crate::analysis::command::Kind;
 use crate::analysis::command::{fold_path, is_bucketed, is_sliced_element};
+use crate::analysis::target::Target;
 use crate::wire::bson_walk::{elements, field, pairs, values, Value};
 use bson::RawDocument;
 use serde_json::json;
@@ -243,23 +244,43 @@ impl Rule for UnboundedArrayGrowth {
 }
 
 /// Where the document stops, on a platform whose limit is not MongoDB's
-/// 16 MB (its advice names both).
-fn limit_clause(cx: &RuleContext<'_>) -> String {
-    let limit = cx.target.max_document_bytes();
-    if limit == crate::analysis::target::MONGODB_MAX_DOCUMENT {
-        return String::new();
+/// 16 MB (its advice names both): a constant per platform, since the
+/// message is made again on every update that reports.
+fn limit_clause(cx: &RuleContext<'_>) -> &'static str {
+    limit_clause_of(cx.target)
+}
+
+fn limit_clause_of(target: Target) -> &'static str {
+    match target {
+        Target::CosmosRu => " (a document stops at 2.0 MiB on Azure Cosmos DB for MongoDB (RU))",
+        Target::MongoDb | Target::CosmosVcore | Target::DocumentDb => "",
     }
-    format!(
-        " (a document stops at {} on {})",
-        super::common::human_bytes(limit),
-        cx.target.title()
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    /// The clause is written out per platform; it says what the
+    /// platform's limit is.
+    #[test]
+    fn the_limit_clause_names_the_platform_limit() {
+        use crate::analysis::target::{ALL, MONGODB_MAX_DOCUMENT};
+        for target in ALL {
+            let limit = target.max_document_bytes();
+            let want = if limit == MONGODB_MAX_DOCUMENT {
+                String::new()
+            } else {
+                format!(
+                    " (a document stops at {} on {})",
+                    crate::rules::common::human_bytes(limit),
+                    target.title()
+                )
+            };
+            assert_eq!(limit_clause_of(target), want, "{target:?}");
+        }
+    }
 
     #[test]
     fn buckets_bound_the_array_through_the_filter() {

@@ -94,11 +94,14 @@ struct Outcome<'r> {
     reply: Option<&'r Reply<'r>>,
     ok: bool,
     errors: Vec<i32>,
+    /// An update's `nModified` (read only for updates: one walk of a
+    /// small reply).
+    modified: Option<i64>,
 }
 
 impl<'r> Outcome<'r> {
     #[inline]
-    fn of(reply: Option<&'r Reply<'r>>) -> Outcome<'r> {
+    fn of(reply: Option<&'r Reply<'r>>, update: bool) -> Outcome<'r> {
         let ok = reply.is_some_and(|r| r.ok());
         let mut errors = Vec::new();
         if let Some(r) = reply {
@@ -107,7 +110,13 @@ impl<'r> Outcome<'r> {
             }
             errors.extend(r.write_error_codes());
         }
-        Outcome { reply, ok, errors }
+        let modified = update.then(|| reply.and_then(|r| r.n_modified())).flatten();
+        Outcome {
+            reply,
+            ok,
+            errors,
+            modified,
+        }
     }
 }
 
@@ -405,6 +414,7 @@ impl Engine {
                 namespace: Arc::from(namespace),
                 whole: cmd.returns_stored_documents(),
                 list: follow_ups::is_list_read(cmd),
+                priced: Default::default(),
             }))
         };
         // bulkWrite's namespaces are not part of its shape.
@@ -462,14 +472,11 @@ impl Engine {
             return;
         };
         self.costs.pattern = Some(origin.request_pattern().clone());
-        let outcome = Outcome::of(reply.as_ref());
+        let kind = pending.request.command().map(|c| c.kind);
+        let outcome = Outcome::of(reply.as_ref(), kind == Some(Kind::Update));
         // A find: one level up a tree, when it reads the document the last
         // one read on the connection named (see `follow_ups::ParentWalk`).
-        let find = pending.learn
-            && pending
-                .request
-                .command()
-                .is_some_and(|c| c.kind == Kind::Find);
+        let find = pending.learn && kind == Some(Kind::Find);
         let walk = match (find, pending.request.command(), self.conns.get(&conn)) {
             (true, Some(cmd), Some(state)) => state.walk.step(cmd, &origin.namespace),
             _ => None,
@@ -578,13 +585,10 @@ impl Engine {
                 .map(|r| r.write_error_indices())
                 .unwrap_or_default();
             // An update's `nModified` says whether its `$addToSet` grew
-            // the set (read only for updates: one walk of a small reply).
-            let modified = (cmd.kind == Kind::Update)
-                .then(|| outcome.reply.and_then(|r| r.n_modified()))
-                .flatten();
+            // the set, and its `$in` fan-out every listed document.
             let said = ReplySaid {
                 failed: &failed,
-                modified,
+                modified: outcome.modified,
                 walk,
                 request_id: wire::Header::parse(pending.request.borrow_owner())
                     .map(|h| h.request_id),
@@ -646,7 +650,7 @@ impl Engine {
             // the collection's typical size.
             if k.target.target.request_units() {
                 if let Some(cmd) = cmd {
-                    request_units = price(&k, cmd, pending, origin, outcome.reply, docs);
+                    request_units = price(&k, cmd, pending, origin, outcome, docs);
                     k.patterns.price_shape(origin.shape.hash, request_units);
                 }
             }
@@ -706,7 +710,7 @@ impl Engine {
             .map_or((0, None), |c| (c.app, c.claimed));
         let (shape, namespace) = (&origin.shape, &origin.namespace);
         let (pattern, named_by) = (origin.request_pattern(), origin.request_named_by());
-        let (events, partitioning, test, claimed) = {
+        let (events, partitioning, test, claimed, inserted) = {
             let mut k = lock(&self.knowledge);
             // A connection claimed for a test (see `suite`) serves it until
             // its next claim; else the test running on its worker.
@@ -758,7 +762,7 @@ impl Engine {
                 context,
                 walk,
             };
-            let events = observe_writes(&mut k, &view, failed, modified);
+            let (events, inserted) = observe_writes(&mut k, &view, failed, modified);
             // Where a logical partition's size is limited, what each
             // partition-key value grows by.
             if cmd.kind == Kind::Insert && k.target.target.logical_partition_limit().is_some() {
@@ -767,9 +771,10 @@ impl Engine {
             k.trace = None;
             k.test = None;
             k.database = None;
-            (events, partitioning, test, claimed)
+            (events, partitioning, test, claimed, inserted)
         };
         origin.test = test;
+        origin.inserted = inserted;
         if claimed.is_some() {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.claimed = claimed;
@@ -1012,11 +1017,10 @@ fn observe_key_growth(k: &mut Knowledge, cmd: &Command<'_>, namespace: &str, at:
     let Some(key) = keys.get(namespace) else {
         return;
     };
-    for doc in cmd.documents() {
-        if let Some(value) = partition::document_key_hash(doc, key) {
-            namespaces.observe_key_growth(namespace, value, doc.as_bytes().len() as u64, at);
-        }
-    }
+    let inserted = cmd.documents().into_iter().filter_map(|doc| {
+        partition::document_key_hash(doc, key).map(|value| (value, doc.as_bytes().len() as u64))
+    });
+    namespaces.observe_key_growth(namespace, inserted, at);
 }
 
 /// Counts an operation's throttling errors (see `target::is_throttling`)
@@ -1056,32 +1060,27 @@ fn price(
     cmd: &Command<'_>,
     pending: &Pending,
     origin: &RequestOrigin,
-    reply: Option<&Reply<'_>>,
+    outcome: &Outcome<'_>,
     docs: &[&bson::RawDocument],
 ) -> f64 {
-    use super::request_units::{self as ru, IndexPolicy};
+    use super::request_units as ru;
     let namespace = &*origin.namespace;
-    let state = k.namespaces.get(namespace);
-    let typical_bytes = state
-        .filter(|s| s.doc_sizes.count > 0)
-        .map_or(ru::TYPICAL_BYTES, |s| s.doc_sizes.quantile(0.5).max(1));
-    let typical_fields = state
-        .and_then(|s| s.field_sets.iter().map(|(_, f)| f).max_by_key(|f| f.count))
-        .map(|f| f.fields.len() as u64)
-        .filter(|n| *n > 0)
-        .unwrap_or(10);
-    let collection = k.request_units.collection(namespace);
-    let everything = IndexPolicy::Everything;
+    let (state, collection, key) = (
+        || k.namespaces.get(namespace),
+        || k.request_units.collection(namespace),
+        || k.partition_keys.get(namespace),
+    );
     let known = ru::Known {
-        typical_bytes,
-        typical_fields,
-        partitions: ru::partitions_of(&k.request_units, &k.namespaces, namespace),
-        key: k.partition_keys.get(namespace),
-        index: collection.map_or(&everything, |c| &c.index),
+        state: ru::Lazy::new(&state),
+        collection: ru::Lazy::new(&collection),
+        key: ru::Lazy::new(&key),
+        inserted: origin.inserted,
+        modified: outcome.modified,
+        shape: *origin.priced.get_or_init(|| ru::ShapePrice::of(cmd)),
     };
     ru::of_operation(
         cmd,
-        reply,
+        outcome.reply,
         docs,
         pending.getmore,
         origin.partitioning,

@@ -7,6 +7,7 @@ use crate::analysis::command::{Command, CursorBatch, Kind, Reply};
 use crate::analysis::findings::FindingEvent;
 use crate::analysis::knowledge::{Knowledge, RequestOrigin};
 use crate::analysis::namespaces::Doc;
+use crate::analysis::request_units::Inserted;
 use crate::analysis::rule::{CompletedOp, DocSource, Hooks, OpView};
 use smallvec::SmallVec;
 
@@ -99,7 +100,9 @@ pub(super) fn data_namespace(cmd: &Command<'_>) -> Option<String> {
 }
 
 /// Records what a write carries (documents, update operators) and runs the
-/// request and document hooks.
+/// request and document hooks. Returns the findings, and for an insert
+/// under a platform priced in request units what its stored documents come
+/// to (see `Doc::terms`).
 /// `failed`: the statements the server reported in `writeErrors` (sorted):
 /// their documents were not stored, nor, in an ordered write, any after
 /// the first of them.
@@ -108,13 +111,16 @@ pub(super) fn observe_writes(
     view: &OpView<'_>,
     failed: &[usize],
     modified: Option<i64>,
-) -> Vec<FindingEvent> {
+) -> (Vec<FindingEvent>, Option<Inserted>) {
     let (cmd, namespace) = (view.cmd, view.namespace);
     // Only these carry documents or updates (`Command::documents`,
     // `Command::updates`): the others, reads mostly, go to the request
     // hooks at once.
     if !matches!(cmd.kind, Kind::Insert | Kind::Update | Kind::FindAndModify) {
-        return k.with_rules(Hooks::REQUEST, |rule, cx| rule.on_request(view, cx));
+        return (
+            k.with_rules(Hooks::REQUEST, |rule, cx| rule.on_request(view, cx)),
+            None,
+        );
     }
     let ordered = cmd.ordered();
     let applied = |i: &usize| match failed.first() {
@@ -157,7 +163,7 @@ pub(super) fn observe_writes(
     }
     let documents = !inserted.is_empty() || !replaced.is_empty();
     let hooks = Hooks::REQUEST.and_if(documents, Hooks::DOCUMENT);
-    k.with_rules(hooks, |rule, cx| {
+    let events = k.with_rules(hooks, |rule, cx| {
         rule.on_request(view, cx);
         for doc in &inserted {
             rule.on_document(view, doc, DocSource::Inserted, cx);
@@ -165,5 +171,13 @@ pub(super) fn observe_writes(
         for doc in &replaced {
             rule.on_document(view, doc, DocSource::Replaced, cx);
         }
-    })
+    });
+    let priced = (cmd.kind == Kind::Insert && k.target.target.request_units()).then(|| {
+        let mut priced = Inserted::default();
+        for d in &inserted {
+            priced.add(d.raw.as_bytes().len() as u64, d.terms);
+        }
+        priced
+    });
+    (events, priced)
 }

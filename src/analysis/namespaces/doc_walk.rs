@@ -30,15 +30,30 @@ pub struct Doc<'a> {
     pub arrays: Vec<ArrayInDoc>,
     /// [`value_hash`] of its first top-level `_id`, found in the same walk.
     pub id: Option<u64>,
+    /// Its leaf values (each element of an array of scalars one), counted
+    /// in the same walk: what Azure Cosmos DB indexes of it under its
+    /// default policy (`request_units`). An array of documents walked only
+    /// in part counts its other elements as the walked ones' average;
+    /// an array inside an array counts one.
+    pub terms: u64,
 }
 
 impl<'a> Doc<'a> {
     pub fn new(raw: &'a RawDocument, caps: &Caps) -> Doc<'a> {
         let mut arrays = Vec::new();
         let mut id = None;
+        let mut terms = 0;
         PATH.with_borrow_mut(|path| {
             path.clear();
-            walk_arrays(raw.as_bytes(), path, 0, caps, &mut arrays, Some(&mut id));
+            walk_arrays(
+                raw.as_bytes(),
+                path,
+                0,
+                caps,
+                &mut arrays,
+                &mut terms,
+                Some(&mut id),
+            );
             // A document with huge keys does not leave its buffer behind.
             if path.capacity() > MAX_KEPT_PATH {
                 *path = String::new();
@@ -48,6 +63,7 @@ impl<'a> Doc<'a> {
             raw,
             arrays,
             id: id.and_then(|e| hash_of_id(raw, &e)),
+            terms,
         }
     }
 }
@@ -97,6 +113,7 @@ fn walk_arrays<'d>(
     depth: usize,
     caps: &Caps,
     out: &mut Vec<ArrayInDoc>,
+    terms: &mut u64,
     mut id: Option<&mut Option<bson_walk::Element<'d>>>,
 ) {
     if depth >= caps.depth || out.len() >= caps.paths_per_namespace {
@@ -111,6 +128,7 @@ fn walk_arrays<'d>(
             }
         }
         if !matches!(element.element_type, 0x03 | 0x04) {
+            *terms += 1;
             continue;
         }
         let mark = path.len();
@@ -125,33 +143,42 @@ fn walk_arrays<'d>(
             path.push_str(&String::from_utf8_lossy(element.key));
         }
         if element.element_type == 0x03 {
-            walk_arrays(element.value, path, depth + 1, caps, out, None);
+            walk_arrays(element.value, path, depth + 1, caps, out, terms, None);
         } else {
             let array_path = short_key(path).into_owned();
             let (len, numeric) = match uniform_len(element.value) {
                 // Scalars, or arrays, of one size: nothing in them to walk
                 // (arrays in an array are not walked into either).
                 Some((len, first, last)) => {
+                    *terms += len as u64;
                     (len, is_numeric_value(&first) && is_numeric_value(&last))
                 }
                 None => {
                     // The first elements are walked into and judged
                     // numbers or not, and the last: the others are
-                    // counted, an array's elements being alike.
+                    // counted, an array's elements being alike (and
+                    // taken to hold as many terms as the walked ones).
                     path.push_str(".$");
                     let mut len = 0u32;
                     let mut numeric = true;
                     let mut last = None;
+                    let before = *terms;
                     for item in bson_walk::elements(element.value) {
                         let Ok(item) = item else { break };
                         if (len as usize) < caps.elements_sampled {
                             if item.element_type == 0x03 {
-                                walk_arrays(item.value, path, depth + 1, caps, out, None);
+                                walk_arrays(item.value, path, depth + 1, caps, out, terms, None);
+                            } else {
+                                *terms += 1;
                             }
                             numeric = numeric && is_numeric_value(&item);
                         }
                         last = Some(item);
                         len += 1;
+                    }
+                    let walked = (len as usize).min(caps.elements_sampled) as u64;
+                    if walked > 0 && len as u64 > walked {
+                        *terms += (*terms - before) * (len as u64 - walked) / walked;
                     }
                     (len, numeric && last.is_none_or(|l| is_numeric_value(&l)))
                 }

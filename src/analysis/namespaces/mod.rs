@@ -221,24 +221,46 @@ impl Namespaces {
         }
     }
 
-    /// Documents of `bytes` inserted at `at` with the partition-key value
-    /// hashed `key`: what that logical partition grew by.
+    /// Documents inserted at `at`, each as the hash of its partition-key
+    /// value and its bytes: what those logical partitions grew by (the
+    /// namespace looked up once, not per document).
     pub fn observe_key_growth(
         &mut self,
         namespace: &str,
-        key: u64,
-        bytes: u64,
+        inserted: impl IntoIterator<Item = (u64, u64)>,
         at: std::time::Instant,
     ) {
+        let mut inserted = inserted.into_iter().peekable();
+        if inserted.peek().is_none() {
+            return;
+        }
         let state = self.state(namespace);
-        state.key_growth_bytes += bytes;
-        let g = state.key_growth.get_or_insert_with(&key, || KeyGrowth {
-            bytes: 0,
-            first: at,
-            last: at,
-        });
-        g.bytes += bytes;
-        g.last = g.last.max(at);
+        let mut add = |key: u64, bytes: u64| {
+            state.key_growth_bytes += bytes;
+            let g = state.key_growth.get_or_insert_with(&key, || KeyGrowth {
+                bytes: 0,
+                first: at,
+                last: at,
+            });
+            g.bytes += bytes;
+            g.last = g.last.max(at);
+        };
+        // A run of documents with one value (a batch for one tenant, one
+        // device) is one look-up.
+        let mut run: Option<(u64, u64)> = None;
+        for (key, bytes) in inserted {
+            match &mut run {
+                Some((k, sum)) if *k == key => *sum += bytes,
+                _ => {
+                    if let Some((k, sum)) = run.replace((key, bytes)) {
+                        add(k, sum);
+                    }
+                }
+            }
+        }
+        if let Some((k, sum)) = run {
+            add(k, sum);
+        }
     }
 
     /// The namespace whose document has this `_id`, if one was inserted.
@@ -350,6 +372,20 @@ fn observe_in(state: &mut NamespaceState, doc: &Doc<'_>, id: Option<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each partition-key value grows by the bytes of its documents, runs
+    /// of one value and values that come back later alike.
+    #[test]
+    fn key_growth_adds_each_values_documents() {
+        let mut ns = Namespaces::default();
+        let at = std::time::Instant::now();
+        ns.observe_key_growth("d.c", [(1, 10), (1, 5), (2, 3), (1, 2)], at);
+        ns.observe_key_growth("d.c", [], at);
+        let state = ns.get("d.c").unwrap();
+        let bytes = |k: u64| state.key_growth.get(&k).map(|g| g.bytes);
+        assert_eq!((bytes(1), bytes(2), bytes(3)), (Some(17), Some(3), None));
+        assert_eq!(state.key_growth_bytes, 20);
+    }
 
     /// A cursor's batch observed at once leaves what observing its
     /// documents one by one does: sizes, field sets, lengths and growth.

@@ -12,6 +12,9 @@ pub struct SizeHist {
     quantiles: hdrhistogram::Histogram<u32>,
     pub count: u64,
     pub max: u64,
+    /// The median as last worked out, and the count it was worked out at
+    /// (see [`SizeHist::median`]).
+    median: std::cell::Cell<(u64, u64)>,
 }
 
 const SIZE_HIST_TOP: u64 = 1 << 26;
@@ -23,6 +26,7 @@ impl Default for SizeHist {
                 .expect("valid histogram bounds"),
             count: 0,
             max: 0,
+            median: std::cell::Cell::new((0, 0)),
         }
     }
 }
@@ -38,6 +42,20 @@ impl SizeHist {
     /// largest value seen.
     pub fn quantile(&self, q: f64) -> u64 {
         self.quantiles.value_at_quantile(q).min(self.max)
+    }
+
+    /// The median, for callers that ask per operation: worked out again
+    /// only once the count has grown by a sixteenth since it last was (or
+    /// while there are fewer than 64 values), so it may lag the exact
+    /// median by what the last sixteenth of the values moved it.
+    pub fn median(&self) -> u64 {
+        let (at, median) = self.median.get();
+        if at == self.count || (self.count >= 64 && self.count < at + at / 16) {
+            return median;
+        }
+        let median = self.quantile(0.5);
+        self.median.set((self.count, median));
+        median
     }
 }
 
@@ -62,9 +80,23 @@ mod tests {
             "{}",
             h.quantile(0.5)
         );
+        let before = h.median();
+        assert_eq!(before, h.quantile(0.5));
+        // Fewer than a sixteenth more values: the median is not worked out
+        // again; past it, it is.
+        for _ in 0..60 {
+            h.record(1 << 20);
+        }
+        assert_eq!(h.median(), before);
+        assert_ne!(h.quantile(0.5), before);
+        for _ in 0..2000 {
+            h.record(1000);
+        }
+        assert_ne!(h.median(), before);
+        assert_eq!(h.median(), h.quantile(0.5));
         // Zero counts; past the top is clamped for quantiles, kept as max.
         h.record(0);
         h.record(1 << 40);
-        assert_eq!((h.count, h.max), (1002, 1 << 40));
+        assert_eq!((h.count, h.max), (3062, 1 << 40));
     }
 }

@@ -448,8 +448,52 @@ pub fn key_value_hash(cmd: &Command<'_>, key: &PartitionKey) -> Option<u64> {
 }
 
 /// A hash of the partition-key value of `source`, a document or a filter
-/// (see [`key_value_hash`]).
+/// (see [`key_value_hash`]): found by a walk of the raw bytes, and hashed
+/// from them where the type allows (see `namespaces::element_hash`), else
+/// decoded.
 pub fn document_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64> {
+    let mut h = crate::analysis::hash::FNV1A_START;
+    for path in &key.paths {
+        let value = key_element(source.as_bytes(), path)?;
+        let Some(value) = crate::analysis::namespaces::element_hash(&value) else {
+            return decoded_key_hash(source, key);
+        };
+        h = crate::analysis::hash::fnv1a_continue(h, &value.to_le_bytes());
+    }
+    Some(h)
+}
+
+/// The value at `path` of a document or a filter (`{k: v}`, `{k: {$eq:
+/// v}}`, an embedded document's value), or None when it has no single one.
+fn key_element<'d>(doc: &'d [u8], path: &str) -> Option<crate::wire::bson_walk::Element<'d>> {
+    use crate::wire::bson_walk;
+    let mut body = doc;
+    let mut parts = path.split('.').peekable();
+    loop {
+        let e = bson_walk::field(body, parts.next()?.as_bytes())?;
+        match (e.element_type, parts.peek()) {
+            (0x03, Some(_)) => body = e.value,
+            (_, Some(_)) => return None,
+            // `{k: {$eq: v}}`, or an embedded value.
+            (0x03, None) => {
+                return match bson_walk::field(e.value, b"$eq") {
+                    Some(eq) => Some(eq),
+                    None if bson_walk::first_key(e.value)
+                        .is_some_and(|k| k.first() == Some(&b'$')) =>
+                    {
+                        None
+                    }
+                    None => Some(e),
+                }
+            }
+            (_, None) => return Some(e),
+        }
+    }
+}
+
+/// [`document_key_hash`] by decoded values: for the types the raw hash
+/// does not take.
+fn decoded_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64> {
     let mut h = crate::analysis::hash::FNV1A_START;
     for path in &key.paths {
         let mut doc = source;
@@ -460,18 +504,15 @@ pub fn document_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64
             match (v, parts.peek()) {
                 (bson::RawBsonRef::Document(d), Some(_)) => doc = d,
                 (_, Some(_)) => return None,
-                (bson::RawBsonRef::Document(d), None) => {
-                    // `{k: {$eq: v}}`, or an embedded value.
-                    match d.get("$eq").ok().flatten() {
-                        Some(eq) => break eq,
-                        None if crate::wire::bson_walk::first_key(d.as_bytes())
-                            .is_some_and(|k| k.first() == Some(&b'$')) =>
-                        {
-                            return None
-                        }
-                        None => break v,
+                (bson::RawBsonRef::Document(d), None) => match d.get("$eq").ok().flatten() {
+                    Some(eq) => break eq,
+                    None if crate::wire::bson_walk::first_key(d.as_bytes())
+                        .is_some_and(|k| k.first() == Some(&b'$')) =>
+                    {
+                        return None
                     }
-                }
+                    None => break v,
+                },
                 (v, None) => break v,
             }
         };

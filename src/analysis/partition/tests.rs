@@ -245,3 +245,40 @@ fn bulk_write_statements_are_classified() {
         Some(ScatterGather)
     );
 }
+
+/// A key value's hash from the raw bytes is the one from decoded values,
+/// for every type and form a key takes (a document's value, a filter's
+/// equality or `$eq`, a nested path); none where there is no single value.
+#[test]
+fn key_hashes_from_raw_bytes_match_decoded_ones() {
+    let one = key(&["userId"], KeyKind::Cosmos);
+    let two = key(&["tenant.id", "day"], KeyKind::Ranged);
+    let oid = bson::oid::ObjectId::new();
+    let docs = [
+        rawdoc! {"_id": 1, "userId": "u1"},
+        rawdoc! {"userId": {"$eq": "u1"}},
+        rawdoc! {"userId": 42_i64},
+        rawdoc! {"userId": oid},
+        rawdoc! {"userId": true},
+        rawdoc! {"userId": {"name": "embedded"}},
+        rawdoc! {"tenant": {"id": 7}, "day": 3.5},
+        rawdoc! {"tenant": {"id": {"$eq": 7}}, "day": bson::DateTime::from_millis(5)},
+    ];
+    for doc in &docs {
+        for k in [&one, &two] {
+            assert_eq!(
+                document_key_hash(doc, k),
+                decoded_key_hash(doc, k),
+                "{doc:?} {:?}",
+                k.paths
+            );
+        }
+    }
+    assert_eq!(
+        document_key_hash(&docs[0], &one),
+        document_key_hash(&docs[1], &one)
+    );
+    assert!(document_key_hash(&rawdoc! {"userId": {"$in": ["a"]}}, &one).is_none());
+    assert!(document_key_hash(&rawdoc! {"tenant": 1, "day": 1}, &two).is_none());
+    assert!(document_key_hash(&rawdoc! {"_id": 1}, &one).is_none());
+}
