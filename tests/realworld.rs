@@ -13,21 +13,22 @@
 //! traffic. Every application that does name its operations also runs
 //! untagged — `comment` taken out on the client side, by the driver
 //! hooks of `tests/untagged/` — and must give the same (rule, namespace,
-//! severity) findings as its tagged run.
+//! severity) findings as its tagged run (a subject may name a request,
+//! and the untagged run names it by its shape).
 //!
 //! Steadiness: every application's traffic is recorded on its way in
 //! (`common::recording`) and replayed into a fresh engine twice as it
 //! came, which must give the same report apart from timings, and once with
 //! a second of application work before each operation, which must give the
-//! same (rule, namespace, severity) as the live run. Each application also
-//! runs live once more with every core kept busy, to the same findings:
-//! its untagged run when it names its operations, else (on SQLite) a run
-//! of its own.
+//! same (rule, namespace, subject, severity) as the live run. Each
+//! application also runs live once more with every core kept busy, to the
+//! same findings: its untagged run when it names its operations, else (on
+//! SQLite) a run of its own, with the same subjects too.
 //!
 //! Offline: each application's live run is also captured by tcpdump on
 //! loopback and by the proxy itself (`--capture`), and `wirelint
 //! analyse` of each capture must read every message and give the same
-//! (rule, namespace, severity) as the proxy. `WIRELINT_KEEP_CAPTURES=DIR`
+//! (rule, namespace, subject, severity) as the proxy. `WIRELINT_KEEP_CAPTURES=DIR`
 //! keeps the proxy's captures there (scripts/captures.sh makes
 //! fixtures/captures/ that way).
 //!
@@ -35,7 +36,7 @@
 
 mod common;
 
-use common::recording::{steadiness, under_contention, Relay};
+use common::recording::{judged, judged_placed, steadiness, under_contention, Relay};
 use common::tcpdump::Tcpdump;
 use common::Backend;
 use std::path::{Path, PathBuf};
@@ -85,16 +86,6 @@ fn untagged(mut command: Command) -> Command {
         format!("--require {}", hooks.join("untagged.js").display()),
     );
     command
-}
-
-/// The (rule, namespace, severity) of each finding.
-fn judged(
-    findings: &[wirelint::analysis::findings::Finding],
-) -> std::collections::BTreeSet<String> {
-    findings
-        .iter()
-        .map(|f| format!("{} {} {:?}", f.rule, f.namespace, f.severity))
-        .collect()
 }
 
 /// The command that runs the application in `dir` against `uri`.
@@ -195,7 +186,10 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
         under_contention(common::expected::run_workload(&name, command)).await;
         let untagged_report = proxy.report();
         proxy.shutdown().await;
-        let (tagged, untagged) = (judged(&report.findings), judged(&untagged_report.findings));
+        let (tagged, untagged) = (
+            judged_placed(&report.findings),
+            judged_placed(&untagged_report.findings),
+        );
         if tagged != untagged {
             failure.get_or_insert_with(String::new).push_str(&format!(
                 "\n{name}, untagged: only tagged {:?}, only untagged {:?}\n\n{}",
@@ -222,7 +216,7 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
 
 /// `wirelint analyse` on a capture of the live run (tcpdump's, or the
 /// proxy's own `--capture`, whose server is port 27017): the same (rule,
-/// namespace, severity) as the proxy, every message read.
+/// namespace, subject, severity) as the proxy, every message read.
 fn offline_differs(
     name: &str,
     settings: &wirelint::config::ProxySettings,
