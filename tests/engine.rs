@@ -1065,6 +1065,8 @@ struct Run {
     patterns: Vec<(String, u64, u64)>,
     /// Each finding's rule and the patterns it names.
     named: Vec<(String, Vec<String>)>,
+    /// Each finding's rule and message.
+    messages: Vec<(String, String)>,
 }
 
 /// One operation of an untagged application: connection, command, reply
@@ -1124,10 +1126,16 @@ fn run_paced(ops: Vec<Op>, gap: Duration) -> Run {
         .all()
         .map(|f| (f.rule.clone(), f.patterns.clone()))
         .collect();
+    let messages = k
+        .findings
+        .all()
+        .map(|f| (f.rule.clone(), f.message.clone()))
+        .collect();
     Run {
         rules,
         patterns,
         named,
+        messages,
     }
 }
 
@@ -1217,6 +1225,57 @@ fn a_request_of_distinct_detail_reads_is_chatty() {
         "one request of four operations per call"
     );
     assert_eq!(run.rules, vec![("WL402".into(), "d.orders".into())]);
+    let (_, message) = &run.messages[0];
+    assert!(
+        message
+            .contains("4.0 queries per call (4 calls; each query below in more than half of them)")
+            && !message.contains("more than once"),
+        "{message}"
+    );
+}
+
+/// A request that reads the same folder and item twice per call (an
+/// access check, then a validation, each loading them) is said to read
+/// the same thing again, and told to read it once.
+#[test]
+fn a_read_repeated_within_a_request_is_named_as_such() {
+    let mut ops = Vec::new();
+    for call in 0..4 {
+        let folder = rawdoc! {"_id": format!("f{call}"), "name": "docs", "parentId": "root"};
+        let item = rawdoc! {"_id": format!("i{call}"), "folderId": format!("f{call}"), "size": 3};
+        ops.push((
+            1,
+            rawdoc! {"find": "tokens", "filter": {"_id": "t"}, "limit": 1, "comment": "item page", "$db": "d"},
+            vec![rawdoc! {"_id": "t", "userId": "u"}],
+        ));
+        for _ in 0..2 {
+            ops.push((
+                1,
+                rawdoc! {"find": "folders", "filter": {"_id": format!("f{call}")}, "limit": 1, "comment": "item page", "$db": "d"},
+                vec![folder.clone()],
+            ));
+            ops.push((
+                1,
+                rawdoc! {"find": "items", "filter": {"_id": format!("i{call}")}, "limit": 1, "comment": "item page", "$db": "d"},
+                vec![item.clone()],
+            ));
+        }
+    }
+    let run = run_ops(ops);
+    let chatty: Vec<&String> = run
+        .messages
+        .iter()
+        .filter(|(rule, _)| rule == "WL402")
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(chatty.len(), 1, "{:?}", run.messages);
+    assert!(
+        chatty[0].contains("reads the same thing more than once per call")
+            && chatty[0].contains("find d.folders {_id: ?string} limit (×2.0)")
+            && chatty[0].contains("read it once and pass it along"),
+        "{}",
+        chatty[0]
+    );
 }
 
 /// A driver spreads one request over its pool: the list on one
@@ -1685,7 +1744,7 @@ fn nested_field_sets_are_one_kind_and_replacements_no_kind() {
 /// counts at once) is no burst.
 #[test]
 fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
-    let run = |same: bool| -> Vec<(String, String)> {
+    let run = |same: bool, latest: bool| -> Vec<(String, String, String)> {
         let k = knowledge();
         let mut e = Engine::new(k.clone(), None);
         let t = Instant::now();
@@ -1704,7 +1763,12 @@ fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
                 };
                 // Every member of a call asks since the same moment, a
                 // new one each call (computed from the clock).
-                let body = rawdoc! {"aggregate": "orders", "pipeline": [{"$match": {"status": value, "since": {"$gte": call}}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"};
+                let body = if latest {
+                    // The latest order of each status: one limited read each.
+                    rawdoc! {"find": "orders", "filter": {"status": value}, "sort": {"at": -1}, "limit": 1, "$db": "d"}
+                } else {
+                    rawdoc! {"aggregate": "orders", "pipeline": [{"$match": {"status": value, "since": {"$gte": call}}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"}
+                };
                 let conn = i as u64 + 1;
                 e.message(
                     conn,
@@ -1729,11 +1793,27 @@ fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
         let k = k.lock().unwrap();
         k.findings
             .all()
-            .map(|f| (f.rule.to_string(), f.namespace.clone()))
+            .map(|f| (f.rule.to_string(), f.namespace.clone(), f.message.clone()))
             .collect()
     };
-    assert_eq!(run(true), vec![("WL402".into(), "d.orders".into())]);
-    assert_eq!(run(false), vec![]);
+    let counts = run(true, false);
+    assert_eq!(counts.len(), 1);
+    assert_eq!((&*counts[0].0, &*counts[0].1), ("WL402", "d.orders"));
+    assert!(
+        counts[0].2.contains("an $in, or one $group"),
+        "{}",
+        counts[0].2
+    );
+    // Each cut with a limit: not an $in, one aggregate.
+    let latest = run(true, true);
+    assert_eq!(latest.len(), 1, "{latest:?}");
+    assert!(
+        latest[0].2.contains("not an $in")
+            && latest[0].2.contains("$group by that field with $first"),
+        "{}",
+        latest[0].2
+    );
+    assert_eq!(run(false, false), vec![]);
 }
 
 /// An API whose every request reads its token, then the token's user,

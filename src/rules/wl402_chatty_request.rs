@@ -27,9 +27,12 @@ pub static CHATTY: RuleMeta = RuleMeta {
     severity: Severity::Warning,
     summary: "One request of the application needs several round trips to the database.",
     advice: "Denormalize what the request assembles into the document it reads (e.g. the author's username and the \
-             comment and like counts on the post), so one read answers it (the blogging platform, V2). One query \
-             shape sent several times at once, differing only in a constant, is one query: an $in, or one $group \
-             by that field.",
+             comment and like counts on the post), so one read answers it (the blogging platform, V2). A read \
+             repeated within one request fetches the same answer again: read it once and pass the document along \
+             (an access check and a validation that each load the same folder). One query shape sent several times \
+             at once, differing only in a constant, is one query: an $in, or one $group by that field; when each \
+             is cut with a limit (the latest of each kind), one aggregate: $match with $in, $sort, then $group by \
+             the field with $first ($topN for more than one).",
     source: concat!(cosmos_real_world!(), " (V1 Q2: four operations per post; V2 denormalization)"),
     thresholds: &[
         Threshold { name: "min_operations", default: 4.0, help: "queries per call (beyond what WL401 and WL403 report) from which it is reported" },
@@ -81,6 +84,16 @@ impl ChattyRequest {
             evidence.insert("largest_burst".into(), json!(b.largest));
             evidence.insert("bursts".into(), json!(b.groups));
             evidence.insert("same_constants_again".into(), json!(recurring));
+            // Each cut with a limit (the latest of each kind): an `$in`
+            // would cut them all together; a `$group` keeps one per value.
+            let limited = is_limited(&shape);
+            evidence.insert("each_limited".into(), json!(limited));
+            let answer = if limited {
+                "each is cut with a limit, so not an $in: one aggregate answers them — $match with $in over the \
+                 constants, $sort, then $group by that field with $first ($topN for more than one)"
+            } else {
+                "one query answers them — an $in, or one $group by that field"
+            };
             drafts.push(FindingDraft {
                 namespace: info.namespace.clone(),
                 subject,
@@ -89,7 +102,7 @@ impl ChattyRequest {
                 shape: Some(shape.clone()),
                 message: format!(
                     "`{shape}` is sent {per_call:.1} times at once, differing only in a constant, on {} calls \
-                     ({recurring} with the same constants): one query answers them — an $in, or one $group by that field",
+                     ({recurring} with the same constants): {answer}",
                     b.groups
                 ),
                 evidence,
@@ -97,6 +110,20 @@ impl ChattyRequest {
         }
         drafts
     }
+}
+
+/// Whether a shape's query is cut with a limit: a find's ` limit`, a
+/// pipeline's `$limit` (see `analysis::shape`).
+fn is_limited(shape: &str) -> bool {
+    shape.starts_with("find ") && shape.ends_with(" limit") || shape.contains("{$limit: ")
+}
+
+/// Whether a shape is a read (what a request can fetch once and pass
+/// along), not a write.
+fn is_read(shape: &str) -> bool {
+    ["find ", "aggregate ", "count ", "distinct "]
+        .iter()
+        .any(|k| shape.starts_with(k))
 }
 
 impl Rule for ChattyRequest {
@@ -134,13 +161,18 @@ impl Rule for ChattyRequest {
             {
                 continue;
             }
+            let mut repeated = Vec::new();
             let queries: Vec<String> = recurring
                 .iter()
                 .filter_map(|(h, sent)| {
                     let shape = cx.patterns.shapes.get(h)?;
                     let times = *sent as f64 / p.invocations as f64;
                     Some(if times >= 1.5 {
-                        format!("{} (×{times:.1})", shape.shape.text)
+                        let text = format!("{} (×{times:.1})", shape.shape.text);
+                        if is_read(&shape.shape.text) {
+                            repeated.push(text.clone());
+                        }
+                        text
                     } else {
                         shape.shape.text.to_string()
                     })
@@ -173,6 +205,7 @@ impl Rule for ChattyRequest {
                 json!(p.explained),
             );
             evidence.insert("queries".into(), json!(queries));
+            evidence.insert("repeated_within_a_call".into(), json!(repeated));
             evidence.insert("sequence".into(), json!(sequence));
             evidence.insert("namespaces".into(), json!(p.namespaces));
             drafts.push(FindingDraft {
@@ -181,12 +214,25 @@ impl Rule for ChattyRequest {
                 severity: CHATTY.severity,
                 pattern: Some(name.to_string()),
                 shape: None,
-                message: format!(
-                    "`{name}` sends {per_call:.1} queries per call ({} calls), {} distinct: {}",
-                    p.invocations,
-                    queries.len(),
-                    queries.join(" · ")
-                ),
+                message: if repeated.is_empty() {
+                    format!(
+                        "`{name}` sends {per_call:.1} queries per call ({} calls; each query below in more than \
+                         half of them), {} distinct: {}",
+                        p.invocations,
+                        queries.len(),
+                        queries.join(" · ")
+                    )
+                } else {
+                    format!(
+                        "`{name}` reads the same thing more than once per call ({} calls; each in more than half \
+                         of them): {}: read it once and pass it along. In all {per_call:.1} queries per call, {} \
+                         distinct: {}",
+                        p.invocations,
+                        repeated.join(" · "),
+                        queries.len(),
+                        queries.join(" · ")
+                    )
+                },
                 evidence,
             });
         }
@@ -194,5 +240,29 @@ impl Rule for ChattyRequest {
         for draft in drafts {
             cx.report(&CHATTY, draft);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_limited, is_read};
+
+    #[test]
+    fn limits_and_reads_are_told_from_the_shape() {
+        assert!(is_limited(
+            "find d.entries {type: ?string} sort {date: -1} limit"
+        ));
+        assert!(is_limited(
+            "aggregate d.entries [{$match: {type: ?string}}, {$limit: ?int}]"
+        ));
+        assert!(!is_limited(
+            "find d.entries {type: ?string} sort {date: -1}"
+        ));
+        assert!(!is_limited("find d.limits {a: ?int}"));
+        assert!(is_read("find d.folders {_id: ?objectId} limit"));
+        assert!(is_read("count d.items {folderId: ?objectId}"));
+        assert!(!is_read(
+            "update d.items {_id: ?objectId} {$set: {a: ?int}}"
+        ));
     }
 }
