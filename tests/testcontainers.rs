@@ -20,6 +20,7 @@
 mod common;
 
 use common::containers::{docker, images};
+#[cfg(feature = "testcontainers")]
 use futures_util::TryStreamExt;
 use mongodb::bson::{doc, Document};
 use mongodb::options::ClientOptions;
@@ -282,7 +283,9 @@ async fn bad_input_in_the_container_is_said_not_hung() {
 }
 
 /// A suite's reads of posts and then their authors, one query per post
-/// (`batched`: one `$in` for all of them).
+/// (`batched`: one `$in` for all of them). Only the Rust helper's test
+/// runs it, built with the `testcontainers` feature.
+#[cfg(feature = "testcontainers")]
 async fn front_page(uri: &str, batched: bool) {
     let db = client(uri).await.database("tc_blog");
     let (posts, authors) = (
