@@ -582,15 +582,13 @@ mod replay {
     /// The settings the application runs with (its wirelint.toml).
     fn settings_of(name: &str) -> ProxySettings {
         let mut settings = ProxySettings::new("127.0.0.1:0", "mongodb://127.0.0.1:27017").unwrap();
+        settings.analysis.target = super::target();
         for root in ["realworld", "requests"] {
             let path = fixtures().join(root).join(name).join("wirelint.toml");
             if let Ok(config) = wirelint::config::FileConfig::load(&path) {
-                settings.analysis.rules = wirelint::config::rule_settings(&config, &path).unwrap();
-                settings.analysis.partition_keys =
-                    config.partition_keys(&path.display().to_string()).unwrap();
+                config.apply(&path, &mut settings.analysis).unwrap();
             }
         }
-        settings.analysis.target = super::target();
         settings
     }
 

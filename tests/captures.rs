@@ -41,9 +41,7 @@ fn application(name: &str) -> (PathBuf, wirelint::config::ProxySettings) {
     let config = dir.join("wirelint.toml");
     if config.exists() {
         let file = wirelint::config::FileConfig::load(&config).unwrap();
-        settings.analysis.rules = wirelint::config::rule_settings(&file, &config).unwrap();
-        settings.analysis.partition_keys =
-            file.partition_keys(&config.display().to_string()).unwrap();
+        file.apply(&config, &mut settings.analysis).unwrap();
     }
     (dir, settings)
 }

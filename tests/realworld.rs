@@ -126,10 +126,7 @@ async fn run(dir: &Path, backend: &Backend) -> Outcome {
     let config_path = dir.join("wirelint.toml");
     if config_path.exists() {
         let config = wirelint::config::FileConfig::load(&config_path).unwrap();
-        settings.analysis.rules = wirelint::config::rule_settings(&config, &config_path).unwrap();
-        settings.analysis.partition_keys = config
-            .partition_keys(&config_path.display().to_string())
-            .unwrap();
+        config.apply(&config_path, &mut settings.analysis).unwrap();
     }
     let captures = tempfile::tempdir().unwrap();
     let own_capture = captures.path().join(format!("{name}.pcapng"));
