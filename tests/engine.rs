@@ -1325,6 +1325,51 @@ fn follow_ups_on_other_connections_join_their_request() {
     );
 }
 
+/// Two visitors of one tenant on one pool: one lists their tasks (each
+/// carries the tenant's and the project's ids), then the other's request
+/// starts with its tenant and project reads on another connection. Those
+/// reads share the list's ids by coincidence of scope: they start a
+/// request of their own, and do not join the list's.
+#[test]
+fn a_value_every_row_carries_joins_no_other_connections_request() {
+    let mut ops = Vec::new();
+    for tenant in 0..3 {
+        let t = format!("t{tenant}");
+        let tasks: Vec<_> = (0..4)
+            .map(|i| rawdoc! {"_id": tenant * 10 + i, "tenantId": t.as_str(), "projectId": format!("p{tenant}"), "assignee": "u"})
+            .collect();
+        ops.push((
+            1,
+            rawdoc! {"find": "tasks", "filter": {"tenantId": t.as_str(), "assignee": "u"}, "$db": "d"},
+            tasks,
+        ));
+        ops.push((
+            2,
+            rawdoc! {"find": "tenants", "filter": {"_id": t.as_str()}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": t.as_str(), "name": "acme"}],
+        ));
+        ops.push((
+            2,
+            rawdoc! {"find": "projects", "filter": {"_id": format!("p{tenant}"), "tenantId": t.as_str()}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": format!("p{tenant}"), "tenantId": t.as_str()}],
+        ));
+    }
+    let run = run_ops(ops);
+    assert_eq!(
+        run.patterns,
+        vec![
+            (
+                "find d.tasks {tenantId: ?string, assignee: ?string}".to_string(),
+                3,
+                3
+            ),
+            ("find d.tenants {_id: ?string} limit".to_string(), 3, 6),
+        ],
+        "each list a request of its own, each tenant read one with its project"
+    );
+    assert!(run.rules.is_empty(), "{:?}", run.rules);
+}
+
 /// Good designs stay silent: a per-request tenant read whose id every
 /// listed ticket carries (the next request's first read, not a per-row
 /// lookup), a batched `$in` over the page, references that are null, and

@@ -452,8 +452,18 @@ impl ListRead {
     /// comments counted in the posts container, by the post's `postId` and
     /// another `type`), never per element. With `strict`, only a link by
     /// one element's own values of a list of several counts (see
-    /// `requests`: an operation of the request's root shape).
-    pub fn link(&mut self, query: &FollowUpQuery<'_>, strict: bool) -> Option<Link> {
+    /// `requests`: an operation of the request's root shape). With
+    /// `elsewhere` (the result is another connection's request's), a value
+    /// every element carries, or the result was selected by, links
+    /// nothing: concurrent visitors of one tenant, one project, share
+    /// those, and the operation is its own request's context (a visitor's
+    /// project read while another lists that project's tasks).
+    pub fn link(
+        &mut self,
+        query: &FollowUpQuery<'_>,
+        strict: bool,
+        elsewhere: bool,
+    ) -> Option<Link> {
         if query.shape == self.origin.shape.hash {
             return None;
         }
@@ -474,6 +484,9 @@ impl ListRead {
             }
         })?;
         let (asked, source, per_element, docs) = (asked, source, per_element, docs);
+        if elsewhere && per_element == Source::Context {
+            return None;
+        }
         if strict {
             // One element's own value, of a list of several, and an element
             // not followed this way yet: each row is looked up once, so the
@@ -987,7 +1000,7 @@ mod tests {
     /// The per-element link `filter` on `namespace` makes, if any.
     fn per_element(l: &mut ListRead, namespace: &str, filter: &RawDocument) -> Option<Link> {
         let q = FollowUpQuery::of_filter(namespace, 1, filter)?;
-        l.link(&q, false).filter(|link| link.per_element)
+        l.link(&q, false, false).filter(|link| link.per_element)
     }
 
     /// The same list, its replies held (two batches: a find and a
@@ -1183,7 +1196,7 @@ mod tests {
         ];
         let mut l = list_read(&docs);
         let link = |l: &mut ListRead, ns: &str, f: bson::RawDocumentBuf| {
-            FollowUpQuery::of_filter(ns, 1, &f).and_then(|q| l.link(&q, false))
+            FollowUpQuery::of_filter(ns, 1, &f).and_then(|q| l.link(&q, false, false))
         };
         assert_eq!(
             link(&mut l, "d.posts", rawdoc! {"_id": bson::RawBson::Null}),
@@ -1224,6 +1237,7 @@ mod tests {
             .link(
                 &FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap(),
                 false,
+                false,
             )
             .unwrap();
         assert!(!first.per_element, "{first:?}");
@@ -1231,9 +1245,19 @@ mod tests {
             .link(
                 &FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap(),
                 false,
+                false,
             )
             .unwrap();
         assert!(again.per_element && again.count == 2, "{again:?}");
+        // Another connection's list links by such a value nothing: its
+        // tenant is every visitor's of that tenant.
+        assert!(l
+            .link(
+                &FollowUpQuery::of_filter("d.tenants", 1, &q).unwrap(),
+                false,
+                true,
+            )
+            .is_none());
     }
 
     /// The step a find of `filter` on `d.folders` takes after `walk`.

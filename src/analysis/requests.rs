@@ -373,7 +373,7 @@ impl Requests {
             Some(i) => {
                 if !self.open[i].results.is_empty() {
                     if let Some(q) = query() {
-                        followed = self.follow(i, &q, false);
+                        followed = self.follow(i, &q, false, false);
                     }
                 }
                 Some(i)
@@ -548,10 +548,12 @@ impl Requests {
         let mut candidates = own.into_iter().chain(others).peekable();
         candidates.peek()?;
         let order: smallvec::SmallVec<[(usize, bool); MAX_SCAN + 1]> = candidates.collect();
+        let own = own.map(|o| o.0);
         let q = query()?;
-        order
-            .into_iter()
-            .find_map(|(i, root_shaped)| self.follow(i, &q, root_shaped).map(|f| (i, f)))
+        order.into_iter().find_map(|(i, root_shaped)| {
+            self.follow(i, &q, root_shaped, Some(i) != own)
+                .map(|f| (i, f))
+        })
     }
 
     /// The result of request `i` that `query` follows, newest first.
@@ -561,17 +563,21 @@ impl Requests {
     /// several, for an element no such operation followed yet (a per-row
     /// lookup that shares the auth read's shape). Otherwise — it follows
     /// nothing, or only the request's context (the next call's auth read
-    /// asks for the signed-in user again) — it is the next call.
+    /// asks for the signed-in user again) — it is the next call. A request
+    /// `elsewhere` (not the connection's current one) is followed only by
+    /// values of its own rows, never by what every row carries (see
+    /// `ListRead::link`).
     fn follow(
         &mut self,
         i: usize,
         query: &FollowUpQuery<'_>,
         root_shaped: bool,
+        elsewhere: bool,
     ) -> Option<Followed> {
         let r = &mut self.open[i];
         let before = r.bytes;
         let found = r.results.iter_mut().rev().find_map(|result| {
-            let link = result.link(query, root_shaped)?;
+            let link = result.link(query, root_shaped, elsewhere)?;
             Some(Followed {
                 link,
                 leading: result.origin.clone(),
