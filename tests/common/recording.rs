@@ -1,11 +1,11 @@
 //! The same traffic at another speed. A [`Relay`] sits between an
 //! application and wirelint and records every whole message each way, with
-//! when it went by; [`replay`] feeds a recording to a fresh analysis
-//! engine, as the proxy's workers would, on a clock of its own: as
-//! recorded, or with a second of the application's own work before each
-//! request (a slow handler, a loaded CI machine), the engine ticking every
-//! 100 ms meanwhile as the proxy's tick does. Values link operations and
-//! wall-clock time must not decide, so both give the same findings.
+//! when it went by; [`replay`] feeds a recording to a fresh analysis, as
+//! `wirelint analyse` feeds a capture (the proxy's decoding and engine,
+//! ticked as the proxy ticks), on a clock of its own: as recorded, or with
+//! a second of the application's own work before each request (a slow
+//! handler, a loaded CI machine). Values link operations and wall-clock
+//! time must not decide, so both give the same findings.
 
 use super::Frames;
 use bytes::Bytes;
@@ -14,9 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use wirelint::analysis::engine::Engine;
-use wirelint::analysis::knowledge::Knowledge;
-use wirelint::analysis::partition::PartitionKeys;
+use wirelint::app::offline::Offline;
+use wirelint::capture;
 use wirelint::config::ProxySettings;
 use wirelint::rules::Finding;
 use wirelint::stats::Direction;
@@ -145,57 +144,42 @@ async fn pass(
     let _ = to.shutdown().await;
 }
 
-/// The findings of `events` analysed by one engine with the rules,
-/// thresholds and partition keys of `settings`, `gap` of the application's
-/// own work added before each request.
+/// The findings of `events` analysed as `wirelint analyse` analyses a
+/// capture (`app::offline`: the proxy's decoding, engine and ticks), with
+/// the rules, thresholds and partition keys of `settings`, `gap` of the
+/// application's own work added before each request.
 pub fn replay(events: &[Event], settings: &ProxySettings, gap: Duration) -> Vec<Finding> {
-    let analysis = &settings.analysis;
-    let knowledge = Arc::new(Mutex::new(Knowledge::with_keys(
-        wirelint::rules::all(),
-        analysis.rules.clone(),
-        analysis.show_values,
-        analysis.caps.clone(),
-        PartitionKeys::from_config(analysis.partition_keys.clone()),
-    )));
-    let mut engine = Engine::new(knowledge.clone(), None);
     let Some(first) = events.first().map(Event::at) else {
         return Vec::new();
     };
-    let start = Instant::now();
-    let tick = Duration::from_millis(100);
-    let mut ticked = start;
+    let mut offline = Offline::new(settings, "replay".into());
     let mut requests = 0u32;
-    let mut now = start;
     for event in events {
-        if matches!(
-            event,
-            Event::Message {
-                direction: Direction::Request,
-                ..
-            }
-        ) {
-            requests += 1;
-        }
-        now = start + event.at().saturating_duration_since(first) + gap * requests;
-        while ticked + tick <= now {
-            ticked += tick;
-            engine.tick(ticked);
-        }
+        let at = |requests: u32| event.at().saturating_duration_since(first) + gap * requests;
         match event {
             Event::Message {
                 conn,
                 direction,
                 bytes,
                 ..
-            } => engine.message(*conn, *direction, now, bytes.clone()),
-            Event::Closed { conn, .. } => engine.closed(*conn),
+            } => {
+                if *direction == Direction::Request {
+                    requests += 1;
+                }
+                offline.event(capture::Event::Message {
+                    conn: *conn,
+                    direction: *direction,
+                    at: at(requests),
+                    frame: bytes.clone(),
+                });
+            }
+            Event::Closed { conn, .. } => offline.event(capture::Event::Closed { conn: *conn }),
         }
     }
-    engine.flush();
-    engine.tick(now + Duration::from_secs(1));
-    let k = knowledge.lock().unwrap();
-    let report = wirelint::report::Report::build(&k, &Default::default(), "replay");
-    report.findings
+    offline
+        .finish(capture::Account::default(), 0)
+        .report
+        .findings
 }
 
 /// Runs `f` while every core is kept busy by threads of their own (the
