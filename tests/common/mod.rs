@@ -247,7 +247,24 @@ pub struct Backend {
 }
 
 impl Backend {
+    /// Started on free ports; when another process binds a port between
+    /// its choice and FerretDB's bind (the log says "address already in
+    /// use"), started again on others, three times at most.
     pub fn start(options: BackendOptions) -> Backend {
+        for attempt in 1.. {
+            let backend = Backend::start_once(&options);
+            match backend.ready() {
+                Ok(()) => return backend,
+                Err(why) if attempt < 3 && backend.log().contains("address already in use") => {
+                    eprintln!("FerretDB: {why}; starting it on other ports");
+                }
+                Err(why) => panic!("{why}; its log:\n{}", backend.log()),
+            }
+        }
+        unreachable!()
+    }
+
+    fn start_once(options: &BackendOptions) -> Backend {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let postgresql = match storage() {
@@ -295,7 +312,7 @@ impl Backend {
         }
         let (watcher, stdin) =
             spawn_watched(ferretdb_bin(), &args, &dir.path().join("ferretdb.log"));
-        let backend = Backend {
+        Backend {
             port,
             tls_port,
             watcher,
@@ -303,26 +320,40 @@ impl Backend {
             dir,
             args,
             postgresql,
-        };
-        backend.wait_ready(port);
-        if let Some(p) = tls_port {
-            backend.wait_ready(p);
         }
-        backend
     }
 
-    fn wait_ready(&self, port: u16) {
+    /// Whether FerretDB listens on its ports (and its TLS port).
+    fn ready(&self) -> Result<(), String> {
+        self.listens(self.port)?;
+        match self.tls_port {
+            Some(p) => self.listens(p),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits up to 30 s for FerretDB to listen on `port`; not when its log
+    /// says it could not.
+    fn listens(&self, port: u16) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
+            // Its own failure first: a port it could not bind may have
+            // another server's listener behind it.
+            if self.log().contains("Failed to construct listener") {
+                break;
+            }
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!(
-            "FerretDB did not listen on port {port} within 30 s; its log:\n{}",
-            self.log()
-        );
+        Err(format!("FerretDB did not listen on port {port}"))
+    }
+
+    fn wait_ready(&self, port: u16) {
+        if let Err(why) = self.listens(port) {
+            panic!("{why} within 30 s; its log:\n{}", self.log());
+        }
     }
 
     /// One FerretDB shared by the tests of a test binary (each test uses
