@@ -87,6 +87,17 @@ summary() {
 }
 trap 'summary $?' EXIT
 
+# Disk: the run needs about 6 GB in target/ (the test build, the release
+# build, the images), more if Docker has to be installed. Say what there
+# is, so that a build that fails for space says why at its start too.
+free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
+echo "disk: $((free_kb / 1024 / 1024)) GB free where target/ is ($(df -P . | awk 'NR == 2 { print $6 }'))" >&2
+if [ "$free_kb" -lt $((6 * 1024 * 1024)) ]; then
+  echo "disk: WARNING: under 6 GB free; the build may fail with 'No space left on device'." >&2
+fi
+# A CI run builds once: incremental state would only take space (2.5 GB).
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+
 step "FerretDB" "(built once, kept in $CACHE)"
 scripts/ferretdb.sh install >/dev/null
 
