@@ -28,6 +28,83 @@ pub struct FindingDraft {
     pub shape: Option<String>,
     pub message: String,
     pub evidence: BTreeMap<String, serde_json::Value>,
+    /// Under a platform priced in request units, what fixing it saves:
+    /// written at the end of the message and into the evidence by the
+    /// store (see [`Saving`]).
+    pub saving: Option<Saving>,
+}
+
+impl FindingDraft {
+    pub fn with_saving(mut self, saving: Option<Saving>) -> FindingDraft {
+        self.saving = saving;
+        self
+    }
+}
+
+/// What a fix saves, in request units per call, list or query, as a
+/// finding carries it: a number. The store writes it into the finding's
+/// words ("; fixing it saves about 12.3 RU per list") and its evidence
+/// (`request_units_saved_per_list`) only when the finding is new or the
+/// figure changed: a finding is made again every time it is reported,
+/// and writing the clause each time cost more than the rest of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Saving {
+    /// To the tenth, as the message and the evidence give it: a figure
+    /// that moves by less is not written again.
+    tenths: u64,
+    per: SavedPer,
+}
+
+/// What a [`Saving`] is counted per.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SavedPer {
+    List,
+    Query,
+    Call,
+}
+
+impl Saving {
+    /// `None` below 0.05 RU: nothing worth a clause.
+    pub fn of(request_units: f64, per: SavedPer) -> Option<Saving> {
+        (request_units >= 0.05).then(|| Saving {
+            tenths: (request_units * 10.0).round() as u64,
+            per,
+        })
+    }
+
+    fn per(self) -> &'static str {
+        match self.per {
+            SavedPer::List => "list",
+            SavedPer::Query => "query",
+            SavedPer::Call => "call",
+        }
+    }
+
+    /// Its evidence key.
+    pub fn key(self) -> &'static str {
+        match self.per {
+            SavedPer::List => "request_units_saved_per_list",
+            SavedPer::Query => "request_units_saved_per_query",
+            SavedPer::Call => "request_units_saved_per_call",
+        }
+    }
+
+    fn value(self) -> serde_json::Value {
+        serde_json::json!(self.tenths as f64 / 10.0)
+    }
+
+    /// Appends "; fixing it saves about 12.3 RU per list (estimated:
+    /// docs/cosmos.md)", tenths in integers.
+    fn write(self, message: &mut String) {
+        let mut digits = itoa::Buffer::new();
+        message.push_str("; fixing it saves about ");
+        message.push_str(digits.format(self.tenths / 10));
+        message.push('.');
+        message.push(char::from(b'0' + (self.tenths % 10) as u8));
+        message.push_str(" RU per ");
+        message.push_str(self.per());
+        message.push_str(" (estimated: docs/cosmos.md)");
+    }
 }
 
 /// A finding as stored, reported and serialized.
@@ -123,6 +200,10 @@ struct Stored {
     /// it, when its namespace folds several (see `analysis::databases`):
     /// up to [`MAX_DATABASES`] told apart.
     databases: Vec<u32>,
+    /// The length of its message before the saving's clause, and the
+    /// saving written (see [`Saving`]).
+    base_len: usize,
+    saving: Option<Saving>,
 }
 
 /// Databases told apart per finding; past this the count says "at least".
@@ -222,11 +303,32 @@ impl FindingStore {
         match self.findings.entry(key) {
             Entry::Occupied(entry) => {
                 let stored = entry.into_mut();
+                // The message as it stands when only the words before the
+                // saving's clause would be written again, and the same
+                // figure after them.
+                let same = stored.saving == draft.saving
+                    && stored.finding.message.get(..stored.base_len) == Some(&*draft.message);
+                let mut evidence = draft.evidence;
+                if let Some(saving) = draft.saving {
+                    let kept = same
+                        .then(|| stored.finding.evidence.remove_entry(saving.key()))
+                        .flatten();
+                    let (key, value) =
+                        kept.unwrap_or_else(|| (saving.key().to_string(), saving.value()));
+                    evidence.insert(key, value);
+                }
+                if !same {
+                    stored.base_len = draft.message.len();
+                    stored.saving = draft.saving;
+                    stored.finding.message = draft.message;
+                    if let Some(saving) = draft.saving {
+                        saving.write(&mut stored.finding.message);
+                    }
+                }
                 let existing = &mut stored.finding;
                 existing.occurrences += 1;
                 existing.last_seen = stamp;
-                existing.message = draft.message;
-                existing.evidence = draft.evidence;
+                existing.evidence = evidence;
                 if let Some(test) = test {
                     count_test(&mut existing.tests, test);
                 }
@@ -265,7 +367,16 @@ impl FindingStore {
                 self.pool.charge(FINDING_BYTES);
                 let (_, namespace, subject) = entry.key().clone();
                 self.generation += 1;
+                let base_len = draft.message.len();
+                if let Some(saving) = draft.saving {
+                    saving.write(&mut draft.message);
+                    draft
+                        .evidence
+                        .insert(saving.key().to_string(), saving.value());
+                }
                 let stored = entry.insert(Stored {
+                    base_len,
+                    saving: draft.saving,
                     change: Change::New,
                     trace,
                     generation: self.generation,
@@ -390,6 +501,7 @@ mod tests {
             shape: None,
             message: message.to_string(),
             evidence: BTreeMap::from([("n".to_string(), serde_json::json!(message.len()))]),
+            saving: None,
         }
     }
 
@@ -442,6 +554,55 @@ mod tests {
         assert_eq!(found.unwrap().severity, Severity::Error);
         assert_eq!(store.len(), 1);
         assert!(store.get("WL101", &long, "comments").is_some());
+    }
+
+    /// A saving is written after the message and into the evidence when
+    /// the finding is new; reported again with the same words and figure,
+    /// both stay as they are; a new figure, or new words before it, are
+    /// written again; a report without one leaves none behind.
+    #[test]
+    fn a_saving_is_written_when_new_or_changed() {
+        let mut store = FindingStore::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut record = |message: &str, ru: Option<f64>| {
+            let d = draft("blog.posts", Severity::Warning, message)
+                .with_saving(ru.and_then(|ru| Saving::of(ru, SavedPer::List)));
+            let (_, found) = store.record(&META, d, t0, None, None, None);
+            let found = found.unwrap();
+            (
+                found.message.clone(),
+                found.evidence.get("request_units_saved_per_list").cloned(),
+                found.evidence["n"].clone(),
+            )
+        };
+        let clause = "; fixing it saves about 12.3 RU per list (estimated: docs/cosmos.md)";
+        use serde_json::json;
+        assert_eq!(
+            record("ten queries", Some(12.345)),
+            (format!("ten queries{clause}"), Some(json!(12.3)), json!(11))
+        );
+        assert_eq!(
+            record("ten queries", Some(12.31)),
+            (format!("ten queries{clause}"), Some(json!(12.3)), json!(11))
+        );
+        assert_eq!(
+            record("ten queries", Some(3.04)),
+            (
+                "ten queries; fixing it saves about 3.0 RU per list (estimated: docs/cosmos.md)"
+                    .into(),
+                Some(json!(3.0)),
+                json!(11)
+            )
+        );
+        assert_eq!(
+            record("twelve queries", Some(3.04)).0,
+            "twelve queries; fixing it saves about 3.0 RU per list (estimated: docs/cosmos.md)"
+        );
+        assert_eq!(
+            record("twelve queries", None),
+            ("twelve queries".into(), None, json!(14))
+        );
+        assert_eq!(Saving::of(0.04, SavedPer::Call), None);
     }
 
     /// A reader that remembers the generation it last saw finds exactly

@@ -12,7 +12,7 @@
 
 use super::catalogue::Severity;
 use super::command::Command;
-use super::findings::{Change, FindingDraft, FindingEvent, FindingStore};
+use super::findings::{Change, FindingDraft, FindingEvent, FindingStore, SavedPer, Saving};
 use super::namespaces::{Doc, Namespaces};
 use super::partition::{PartitionKeys, Partitioning};
 use super::patterns::{NamedBy, PatternTable};
@@ -260,6 +260,7 @@ impl FindingDraft {
             shape: Some(op.shape.text.to_string()),
             message,
             evidence,
+            saving: None,
         }
     }
 }
@@ -296,40 +297,14 @@ pub struct RuleContext<'a> {
 }
 
 impl RuleContext<'_> {
-    /// Under a platform priced in request units, what `saving` RU come to
-    /// in a finding's words ("; fixing it saves about 12.3 RU per call"),
-    /// kept in `evidence` too; else nothing.
-    pub fn request_units_saved(
-        &self,
-        saving: f64,
-        per: &'static str,
-        evidence: &mut std::collections::BTreeMap<String, serde_json::Value>,
-    ) -> String {
-        if !self.target.request_units() || saving < 0.05 {
-            return String::new();
+    /// Under a platform priced in request units, what fixing it saves
+    /// (`request_units` RU per list, query or call), for the finding to
+    /// carry (see `FindingDraft::with_saving`); else nothing.
+    pub fn request_units_saved(&self, request_units: f64, per: SavedPer) -> Option<Saving> {
+        if !self.target.request_units() {
+            return None;
         }
-        let rounded = (saving * 100.0).round() / 100.0;
-        let key = match per {
-            "list" => "request_units_saved_per_list".to_string(),
-            "query" => "request_units_saved_per_query".to_string(),
-            "call" => "request_units_saved_per_call".to_string(),
-            _ => format!("request_units_saved_per_{per}"),
-        };
-        evidence.insert(key, serde_json::json!(rounded));
-        // Written out piece by piece, tenths in integers: the formatting
-        // machinery would cost more than the rest of the finding, which is
-        // made again each time it is reported.
-        let tenths = (saving * 10.0).round() as u64;
-        let mut digits = itoa::Buffer::new();
-        let mut text = String::with_capacity(80);
-        text.push_str("; fixing it saves about ");
-        text.push_str(digits.format(tenths / 10));
-        text.push('.');
-        text.push(char::from(b'0' + (tenths % 10) as u8));
-        text.push_str(" RU per ");
-        text.push_str(per);
-        text.push_str(" (estimated: docs/cosmos.md)");
-        text
+        Saving::of(request_units, per)
     }
 }
 

@@ -2,7 +2,7 @@
 //! feeds off a command, and formatting sizes. No rule imports another; what
 //! two need lives here.
 
-use super::{FindingDraft, OpView, RuleContext, RuleMeta, Severity, Threshold};
+use super::{FindingDraft, OpView, RuleContext, RuleMeta, SavedPer, Severity, Threshold};
 use crate::analysis::budget::{Pool, Weight};
 use crate::analysis::command::{fold_path, Kind};
 use crate::analysis::namespaces::Namespaces;
@@ -358,19 +358,19 @@ impl CrossPartitionCounts {
             evidence.insert("physical_partitions".into(), json!(partitions));
             cx.request_units_saved(
                 crate::analysis::request_units::fan_out_saving(partitions),
-                "query",
-                &mut evidence,
+                SavedPer::Query,
             )
         } else {
-            String::new()
+            None
         };
         let message = format!(
-            "{} {what}: {why} ({scattered} of {operations} operations on the collection){saved}",
+            "{} {what}: {why} ({scattered} of {operations} operations on the collection)",
             op.cmd.name
         );
         cx.report(
             meta,
-            FindingDraft::about(op, op.shape.text.to_string(), severity, message, evidence),
+            FindingDraft::about(op, op.shape.text.to_string(), severity, message, evidence)
+                .with_saving(saved),
         );
     }
 }

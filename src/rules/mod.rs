@@ -51,7 +51,7 @@ mod wl504_lookup_heavy;
 mod wl505_missing_type_discriminator;
 
 pub use crate::analysis::findings::{
-    Change, Finding, FindingDraft, FindingEvent, FindingStore, Severity,
+    Change, Finding, FindingDraft, FindingEvent, FindingStore, SavedPer, Saving, Severity,
 };
 pub use crate::analysis::rule::{
     CompletedOp, DocSource, FollowUp, Hooks, OpView, Rule, RuleContext, RuleMeta, RuleOverrides,

@@ -132,6 +132,7 @@ impl Rule for ThrottledRequests {
                     p.invocations
                 ),
                 evidence,
+                saving: None,
             });
         }
         for draft in drafts {

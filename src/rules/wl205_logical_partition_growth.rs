@@ -118,6 +118,7 @@ impl Rule for LogicalPartitionGrowth {
                     cx.target.title(),
                 ),
                 evidence,
+                saving: None,
             });
         }
         for draft in drafts {

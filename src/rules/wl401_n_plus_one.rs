@@ -15,7 +15,9 @@
 //! visitor's own profile read matches another's listed authors.
 
 use super::common::RuleTable;
-use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{
+    FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, SavedPer, Severity, Threshold,
+};
 use crate::analysis::follow_ups::DISTINCT_KEPT;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -145,16 +147,16 @@ impl Rule for NPlusOne {
         // per row saves all but one query's base charge.
         let saved = cx.request_units_saved(
             crate::analysis::request_units::batch_saving(most),
-            "list",
-            &mut evidence,
+            SavedPer::List,
         );
         let draft = FindingDraft::about(
             op,
             format!("{} → {}.{}", f.leading_namespace, op.namespace, f.field),
             META.severity,
-            how + &saved,
+            how,
             evidence,
-        );
+        )
+        .with_saving(saved);
         // Its own request shows the pattern (many follow-ups, or its
         // whole list followed), or it only adds to what others showed: a
         // test that reads one document after a list is not an N+1's test.

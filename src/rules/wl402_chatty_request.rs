@@ -106,6 +106,7 @@ impl ChattyRequest {
                     b.groups
                 ),
                 evidence,
+                saving: None,
             });
         }
         drafts
@@ -234,6 +235,7 @@ impl Rule for ChattyRequest {
                     )
                 },
                 evidence,
+                saving: None,
             });
         }
         drafts.extend(self.bursts(cx));

@@ -22,7 +22,9 @@
 //!   since a date — no counter kept on the parent answers it.
 
 use super::common::RuleTable;
-use super::{FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use super::{
+    FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, SavedPer, Severity, Threshold,
+};
 use crate::analysis::partition::{equality_paths, filters};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -242,18 +244,16 @@ impl Rule for CountOnRead {
             } else {
                 0.0
             };
-            let saved = cx.request_units_saved(
-                per_count * n as f64 / carried.max(1) as f64,
-                "call",
-                &mut evidence,
-            );
+            let saved = cx
+                .request_units_saved(per_count * n as f64 / carried.max(1) as f64, SavedPer::Call);
             cx.report(
                 &COUNT,
                 FindingDraft::about(op, field.clone(), COUNT.severity, format!(
-                        "documents are counted by `{field}` in {carried} of {calls} calls of `{}` ({n} counts), alongside its reads of {}{saved}",
+                        "documents are counted by `{field}` in {carried} of {calls} calls of `{}` ({n} counts), alongside its reads of {}",
                         op.pattern,
                         parents.join(", ")
-                    ), evidence),
+                    ), evidence)
+                .with_saving(saved),
             );
         }
     }

@@ -196,6 +196,7 @@ impl ReadThenWrite {
                      two round trips per item where one upsert is one, and two writers can both insert"
                 ),
                 evidence,
+                saving: None,
             },
         );
     }

@@ -164,6 +164,7 @@ impl Rule for MissingTypeDiscriminator {
                 shape: None,
                 message,
                 evidence,
+                saving: None,
             });
         }
         for d in drafts {
