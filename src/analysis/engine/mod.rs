@@ -762,12 +762,7 @@ impl Engine {
                 context,
                 walk,
             };
-            let (events, inserted) = observe_writes(&mut k, &view, failed, modified);
-            // Where a logical partition's size is limited, what each
-            // partition-key value grows by.
-            if cmd.kind == Kind::Insert && k.target.target.logical_partition_limit().is_some() {
-                observe_key_growth(&mut k, cmd, namespace, at);
-            }
+            let (events, inserted) = observe_writes(&mut k, &view, failed, modified, at);
             k.trace = None;
             k.test = None;
             k.database = None;
@@ -1003,24 +998,11 @@ impl Engine {
     }
 }
 
-/// An insert's documents added to the growth of their partition-key
-/// values (see `NamespaceState::key_growth`).
 /// The real database of an operation whose namespace folds several (a
 /// hash of its name), for the findings to count; None otherwise.
 pub(super) fn folded_database(cmd: &Command<'_>) -> Option<u32> {
     cmd.folded_prefix()
         .map(|_| crate::analysis::hash::fnv1a(cmd.db.as_bytes()) as u32)
-}
-
-fn observe_key_growth(k: &mut Knowledge, cmd: &Command<'_>, namespace: &str, at: Instant) {
-    let (keys, namespaces) = (&k.partition_keys, &mut k.namespaces);
-    let Some(key) = keys.get(namespace) else {
-        return;
-    };
-    let inserted = cmd.documents().into_iter().filter_map(|doc| {
-        partition::document_key_hash(doc, key).map(|value| (value, doc.as_bytes().len() as u64))
-    });
-    namespaces.observe_key_growth(namespace, inserted, at);
 }
 
 /// Counts an operation's throttling errors (see `target::is_throttling`)

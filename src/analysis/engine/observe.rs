@@ -7,6 +7,7 @@ use crate::analysis::command::{Command, CursorBatch, Kind, Reply};
 use crate::analysis::findings::FindingEvent;
 use crate::analysis::knowledge::{Knowledge, RequestOrigin};
 use crate::analysis::namespaces::Doc;
+use crate::analysis::partition;
 use crate::analysis::request_units::Inserted;
 use crate::analysis::rule::{CompletedOp, DocSource, Hooks, OpView};
 use smallvec::SmallVec;
@@ -111,6 +112,7 @@ pub(super) fn observe_writes(
     view: &OpView<'_>,
     failed: &[usize],
     modified: Option<i64>,
+    at: std::time::Instant,
 ) -> (Vec<FindingEvent>, Option<Inserted>) {
     let (cmd, namespace) = (view.cmd, view.namespace);
     // Only these carry documents or updates (`Command::documents`,
@@ -129,13 +131,26 @@ pub(super) fn observe_writes(
         Some(_) => failed.binary_search(i).is_err(),
     };
     let caps = &k.namespaces.caps;
+    // Where a logical partition's size is limited, what each
+    // partition-key value grows by: the key's value is found by the walk
+    // each inserted document gets.
+    let key = k.partition_keys.get(namespace).filter(|_| {
+        cmd.kind == Kind::Insert && k.target.target.logical_partition_limit().is_some()
+    });
+    let top = key.map_or(&[][..], |k| k.top_fields());
     let inserted: SmallVec<[Doc<'_>; 2]> = cmd
         .documents()
         .into_iter()
         .enumerate()
         .filter(|(i, _)| applied(i))
-        .map(|(_, d)| Doc::new(d, caps))
+        .map(|(_, d)| Doc::keyed(d, caps, top))
         .collect();
+    if let Some(key) = key {
+        let grown = inserted.iter().filter_map(|d| {
+            partition::inserted_key_hash(d, key).map(|v| (v, d.raw.as_bytes().len() as u64))
+        });
+        k.namespaces.observe_key_growth(namespace, grown, at);
+    }
     let updates: Vec<_> = cmd
         .updates()
         .iter()

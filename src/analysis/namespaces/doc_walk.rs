@@ -36,12 +36,41 @@ pub struct Doc<'a> {
     /// in part counts its other elements as the walked ones' average;
     /// an array inside an array counts one.
     pub terms: u64,
+    /// Where the first of each top-level field [`Doc::keyed`] was asked
+    /// for starts in `raw`, in its order (0: not there), found in the same
+    /// walk (a partition key's values; see [`Doc::key_element`]). Offsets,
+    /// not elements: every document carries them.
+    key: [u32; MAX_KEY_FIELDS],
+}
+
+/// The most top-level fields [`Doc::keyed`] finds.
+pub const MAX_KEY_FIELDS: usize = 4;
+
+/// What the walk picks up at a document's top level.
+struct Top<'d, 'k> {
+    id: Option<bson_walk::Element<'d>>,
+    /// The fields asked for, and their elements' offsets once found.
+    key: &'k [String],
+    found: [u32; MAX_KEY_FIELDS],
+    start: *const u8,
 }
 
 impl<'a> Doc<'a> {
     pub fn new(raw: &'a RawDocument, caps: &Caps) -> Doc<'a> {
+        Doc::keyed(raw, caps, &[])
+    }
+
+    /// [`Doc::new`], also keeping the top-level fields `key` (at most
+    /// [`MAX_KEY_FIELDS`]: those after are not looked for; see
+    /// [`Doc::key`]).
+    pub fn keyed(raw: &'a RawDocument, caps: &Caps, key: &[String]) -> Doc<'a> {
         let mut arrays = Vec::new();
-        let mut id = None;
+        let mut top = Top {
+            id: None,
+            key: &key[..key.len().min(MAX_KEY_FIELDS)],
+            found: [0; MAX_KEY_FIELDS],
+            start: raw.as_bytes().as_ptr(),
+        };
         let mut terms = 0;
         PATH.with_borrow_mut(|path| {
             path.clear();
@@ -52,7 +81,7 @@ impl<'a> Doc<'a> {
                 caps,
                 &mut arrays,
                 &mut terms,
-                Some(&mut id),
+                Some(&mut top),
             );
             // A document with huge keys does not leave its buffer behind.
             if path.capacity() > MAX_KEPT_PATH {
@@ -62,9 +91,22 @@ impl<'a> Doc<'a> {
         Doc {
             raw,
             arrays,
-            id: id.and_then(|e| hash_of_id(raw, &e)),
+            id: top.id.and_then(|e| hash_of_id(raw, &e)),
             terms,
+            key: top.found,
         }
+    }
+
+    /// The element of the `i`th field [`Doc::keyed`] was asked for, if
+    /// the document has it.
+    pub fn key_element(&self, i: usize) -> Option<bson_walk::Element<'a>> {
+        let at = *self.key.get(i)? as usize;
+        if at == 0 {
+            return None;
+        }
+        bson_walk::elements_from(self.raw.as_bytes(), at)
+            .next()?
+            .ok()
     }
 }
 
@@ -114,17 +156,24 @@ fn walk_arrays<'d>(
     caps: &Caps,
     out: &mut Vec<ArrayInDoc>,
     terms: &mut u64,
-    mut id: Option<&mut Option<bson_walk::Element<'d>>>,
+    mut top: Option<&mut Top<'d, '_>>,
 ) {
     if depth >= caps.depth || out.len() >= caps.paths_per_namespace {
         return;
     }
     for element in bson_walk::elements(doc) {
         let Ok(element) = element else { return };
-        // The top level's first `_id` (a repeated key: the first counts).
-        if let Some(id) = id.as_deref_mut() {
-            if id.is_none() && element.key == b"_id" {
-                *id = Some(element);
+        // The top level's first `_id` (a repeated key: the first counts),
+        // and the first of the field asked for.
+        if let Some(top) = top.as_deref_mut() {
+            if top.id.is_none() && element.key == b"_id" {
+                top.id = Some(element);
+            }
+            for (name, found) in top.key.iter().zip(&mut top.found) {
+                if *found == 0 && name.as_bytes() == element.key {
+                    // Within the document, itself at most 2^31 bytes.
+                    *found = (element.raw.as_ptr() as usize - top.start as usize) as u32;
+                }
             }
         }
         if !matches!(element.element_type, 0x03 | 0x04) {

@@ -23,7 +23,7 @@ mod value_hash;
 
 pub use super::budget::Lru;
 pub use arrays::ArrayStats;
-pub use doc_walk::{ArrayInDoc, Doc};
+pub use doc_walk::{ArrayInDoc, Doc, MAX_KEY_FIELDS};
 pub use field_sets::FieldSet;
 pub use sizes::{SizeHist, SIZE_HIST_HEAP};
 pub use value_hash::{element_hash, value_hash};
@@ -245,21 +245,21 @@ impl Namespaces {
             g.bytes += bytes;
             g.last = g.last.max(at);
         };
-        // A run of documents with one value (a batch for one tenant, one
-        // device) is one look-up.
-        let mut run: Option<(u64, u64)> = None;
+        // The documents of a few values (a batch for one tenant, orders of
+        // a few customers) added up per value first: a look-up per value,
+        // not per document.
+        let mut sums: smallvec::SmallVec<[(u64, u64); 8]> = smallvec::SmallVec::new();
         for (key, bytes) in inserted {
-            match &mut run {
-                Some((k, sum)) if *k == key => *sum += bytes,
-                _ => {
-                    if let Some((k, sum)) = run.replace((key, bytes)) {
-                        add(k, sum);
-                    }
-                }
+            if let Some((_, sum)) = sums.iter_mut().find(|(k, _)| *k == key) {
+                *sum += bytes;
+            } else if sums.len() < sums.inline_size() {
+                sums.push((key, bytes));
+            } else {
+                add(key, bytes);
             }
         }
-        if let Some((k, sum)) = run {
-            add(k, sum);
+        for (key, sum) in sums {
+            add(key, sum);
         }
     }
 

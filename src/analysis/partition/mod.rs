@@ -129,6 +129,19 @@ impl PartitionKey {
         }
     }
 
+    /// The key's fields, when each is a top-level field (no dot) and
+    /// there are at most `MAX_KEY_FIELDS`: an inserted document's walk
+    /// finds their values (`Doc::keyed`); else none.
+    pub fn top_fields(&self) -> &[String] {
+        let top = self.paths.len() <= crate::analysis::namespaces::MAX_KEY_FIELDS
+            && self.paths.iter().all(|p| !p.contains('.'));
+        if top {
+            &self.paths
+        } else {
+            &[]
+        }
+    }
+
     /// `[a, b] (ranged)`, as messages show a key.
     pub fn describe(&self) -> String {
         format!("[{}] ({})", self.paths.join(", "), self.kind.as_str())
@@ -457,6 +470,32 @@ pub fn document_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64
         let value = key_element(source.as_bytes(), path)?;
         let Some(value) = crate::analysis::namespaces::element_hash(&value) else {
             return decoded_key_hash(source, key);
+        };
+        h = crate::analysis::hash::fnv1a_continue(h, &value.to_le_bytes());
+    }
+    Some(h)
+}
+
+/// [`document_key_hash`] of an inserted document, from the element its
+/// walk found when the key is one top-level field (see
+/// [`PartitionKey::top_field`]); else by a walk of its own.
+pub fn inserted_key_hash(
+    doc: &crate::analysis::namespaces::Doc<'_>,
+    key: &PartitionKey,
+) -> Option<u64> {
+    if key.top_fields().is_empty() {
+        return document_key_hash(doc.raw, key);
+    }
+    let mut h = crate::analysis::hash::FNV1A_START;
+    for i in 0..key.paths.len() {
+        let value = doc.key_element(i)?;
+        // An embedded document is read as `key_element` reads it (a
+        // filter's `{k: {$eq: v}}`, an operator document no value).
+        if value.element_type == 0x03 {
+            return document_key_hash(doc.raw, key);
+        }
+        let Some(value) = crate::analysis::namespaces::element_hash(&value) else {
+            return decoded_key_hash(doc.raw, key);
         };
         h = crate::analysis::hash::fnv1a_continue(h, &value.to_le_bytes());
     }

@@ -282,3 +282,41 @@ fn key_hashes_from_raw_bytes_match_decoded_ones() {
     assert!(document_key_hash(&rawdoc! {"tenant": 1, "day": 1}, &two).is_none());
     assert!(document_key_hash(&rawdoc! {"_id": 1}, &one).is_none());
 }
+
+/// An inserted document's key hash from its walk (`Doc::keyed`) is the
+/// one a walk of its own gives, for every type a key value takes; a key
+/// on `_id`, a nested key and a missing value too.
+#[test]
+fn inserted_key_hashes_from_the_walk_match_their_own_walk() {
+    use crate::analysis::namespaces::{Caps, Doc};
+    let caps = Caps::default();
+    let oid = bson::oid::ObjectId::new();
+    let docs = [
+        rawdoc! {"_id": 1, "userId": "u1", "tags": ["a"]},
+        rawdoc! {"userId": 42_i64, "userId2": 1},
+        rawdoc! {"userId": oid},
+        rawdoc! {"userId": true},
+        rawdoc! {"userId": {"name": "embedded"}},
+        rawdoc! {"userId": {"$eq": "u1"}},
+        rawdoc! {"tenant": {"id": 7}, "day": 3.5, "userId": "x"},
+        rawdoc! {"_id": "only"},
+        rawdoc! {"day": 3, "userId": "u", "a": 1, "b": 2, "c": 3, "d": 4},
+    ];
+    for k in [
+        key(&["userId"], KeyKind::Cosmos),
+        key(&["_id"], KeyKind::Hashed),
+        key(&["tenant.id", "day"], KeyKind::Ranged),
+        key(&["day", "userId"], KeyKind::Ranged),
+        key(&["a", "b", "c", "d", "userId"], KeyKind::Ranged),
+    ] {
+        for raw in &docs {
+            let doc = Doc::keyed(raw, &caps, k.top_fields());
+            assert_eq!(
+                inserted_key_hash(&doc, &k),
+                document_key_hash(raw, &k),
+                "{raw:?} {:?}",
+                k.paths
+            );
+        }
+    }
+}
