@@ -15,8 +15,12 @@
 //! not repeat their constants. A burst's constants are those of the
 //! filter's fields whose values differ between its members (the six
 //! statuses), not those they share (a "since" date every member computes
-//! from the clock).
+//! from the clock). They are kept one per member, so that a call whose
+//! reads the proxy happened to see split in two (one answered before the
+//! others were read off their connections, on a busy machine) still
+//! repeats the constants of the calls before it.
 
+use smallvec::SmallVec;
 use std::collections::HashMap;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -28,6 +32,9 @@ pub const MIN_MEMBERS: u32 = 3;
 const MAX_GROUPS: usize = 64;
 /// Members counted per group, at most (a runaway group is no burst).
 const MAX_MEMBERS: u32 = 256;
+/// Members whose field values a group keeps, at most: a burst's
+/// constants are told from theirs.
+pub const MAX_KEPT: usize = 16;
 /// Top-level filter fields told apart, at most.
 pub const MAX_FIELDS: usize = 8;
 
@@ -49,11 +56,12 @@ struct Group {
     members: u32,
     answered: u32,
     /// The first member's field values, which fields any other member's
-    /// differ in (bit i: field i), and each field's values added up (the
-    /// same values in any order give the same sum).
+    /// differ in (bit i: field i), and the field values of the next
+    /// members, up to [`MAX_KEPT`] in all (allocated only for a second
+    /// member: most groups have one).
     first: Fields,
     differs: u8,
-    sums: [u64; MAX_FIELDS],
+    kept: Vec<Fields>,
     /// Whether a member followed a result of an open request.
     followed: bool,
 }
@@ -63,7 +71,9 @@ struct Group {
 pub struct Burst {
     pub shape: u64,
     pub members: u32,
-    pub constants: u64,
+    /// Each kept member's constants (its values of the fields the members
+    /// differ in, hashed together), in the order sent.
+    pub constants: SmallVec<[u64; MAX_KEPT]>,
 }
 
 /// Which group of its shape a read belongs to (see [`Bursts::sent`]).
@@ -83,14 +93,21 @@ pub struct Bursts {
 }
 
 impl Group {
-    /// The values of the fields its members differ in, added up per
-    /// field and combined: the same question asked again gives the same.
-    fn constants(&self) -> u64 {
-        (0..MAX_FIELDS)
-            .filter(|i| self.differs & (1 << i) != 0)
-            .fold(0xcbf2_9ce4_8422_2325u64, |acc, i| {
-                (acc ^ self.sums[i] ^ i as u64).wrapping_mul(0x100_0000_01b3)
+    /// Each kept member's values of the fields the members differ in,
+    /// combined: the same question asked again gives the same.
+    fn constants(&self) -> SmallVec<[u64; MAX_KEPT]> {
+        std::iter::once(&self.first)
+            .chain(&self.kept)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| self.differs & (1 << i) != 0)
+                    .fold(0xcbf2_9ce4_8422_2325u64, |acc, (i, h)| {
+                        (acc ^ h ^ i as u64).wrapping_mul(0x100_0000_01b3)
+                    })
             })
+            .collect()
     }
 }
 
@@ -105,7 +122,9 @@ impl Bursts {
                     if g.first.get(i) != Some(h) {
                         g.differs |= 1 << i;
                     }
-                    g.sums[i] = g.sums[i].wrapping_add(*h);
+                }
+                if g.kept.len() + 1 < MAX_KEPT {
+                    g.kept.push(fields);
                 }
                 return Member { shape, group: g.id };
             }
@@ -114,17 +133,13 @@ impl Bursts {
             self.taking.clear();
         }
         self.next_id += 1;
-        let mut sums = [0u64; MAX_FIELDS];
-        for (i, h) in fields.iter().enumerate() {
-            sums[i] = *h;
-        }
         let group = Group {
             id: self.next_id,
             members: 1,
             answered: 0,
             first: fields,
             differs: 0,
-            sums,
+            kept: Vec::new(),
             followed: false,
         };
         self.taking.insert(shape, group);
@@ -161,10 +176,12 @@ impl Bursts {
     }
 
     /// The most its two tables can hold, in bytes (a hash table of 64
-    /// entries has at most 128 slots, each a control byte beside it):
-    /// what the engine charges for it, once.
+    /// entries has at most 128 slots, each a control byte beside it; each
+    /// group's kept members besides): what the engine charges for it,
+    /// once.
     pub fn most_bytes() -> usize {
         2 * 2 * MAX_GROUPS * (std::mem::size_of::<(u64, (u64, Group))>() + 1)
+            + 2 * MAX_GROUPS * MAX_KEPT * std::mem::size_of::<Fields>()
     }
 
     /// Forgets the groups (the engine was flushed).
@@ -209,7 +226,14 @@ mod tests {
         for m in again {
             last = b.answered(m, false).or(last);
         }
-        assert_eq!(last.unwrap().constants, burst.constants);
+        let sorted = |mut c: SmallVec<[u64; MAX_KEPT]>| {
+            c.sort_unstable();
+            c
+        };
+        assert_eq!(
+            sorted(last.unwrap().constants),
+            sorted(burst.constants.clone())
+        );
         let ids: Vec<Member> = (0..4).map(|i| b.sent(9, fields(i))).collect();
         assert_eq!(b.answered(ids[0], true), None);
         for id in &ids[1..] {

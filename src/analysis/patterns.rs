@@ -230,16 +230,46 @@ pub struct BurstStats {
     pub groups: u64,
     pub members: u64,
     pub largest: u32,
-    /// The constants of the latest groups (their filters' hashes added
-    /// up) and how often each came, at most 4.
-    pub constants: SmallVec<[(u64, u32); 4]>,
+    /// The constants of the members of its bursts (see
+    /// `bursts::Burst::constants`), the first [`BURST_CONSTANTS`] seen.
+    pub seen: SmallVec<[u64; BURST_CONSTANTS]>,
+    /// Bursts whose members mostly repeated constants seen before.
+    pub repeated: u32,
 }
 
+/// Constants a shape's bursts keep, at most.
+pub const BURST_CONSTANTS: usize = 16;
+
 impl BurstStats {
-    /// Calls that sent the same constants as another: the most any set
-    /// of constants came.
+    pub fn add(&mut self, burst: &super::bursts::Burst) {
+        self.groups += 1;
+        self.members += u64::from(burst.members);
+        self.largest = self.largest.max(burst.members);
+        // Mostly the constants of earlier bursts (at least two, and half
+        // its members): the same question asked again, whole or split.
+        let again = burst
+            .constants
+            .iter()
+            .filter(|c| self.seen.contains(c))
+            .count();
+        if again >= 2 && 2 * again >= burst.constants.len() {
+            self.repeated += 1;
+        }
+        for c in &burst.constants {
+            if self.seen.len() < BURST_CONSTANTS && !self.seen.contains(c) {
+                self.seen.push(*c);
+            }
+        }
+    }
+
+    /// Calls that sent the same constants as another: the bursts that
+    /// repeated constants seen before, and the one they repeated.
     pub fn recurring(&self) -> u32 {
-        self.constants.iter().map(|c| c.1).max().unwrap_or(0)
+        if self.repeated == 0 {
+            0
+        } else {
+            self.repeated + 1
+        }
     }
 }
 
@@ -414,24 +444,8 @@ impl PatternTable {
 
     /// A complete burst of a shape's reads (see `analysis::bursts`).
     pub fn burst(&mut self, burst: &super::bursts::Burst) {
-        let Some(info) = self.shapes.map_get_mut(&burst.shape) else {
-            return;
-        };
-        let b = &mut info.bursts;
-        b.groups += 1;
-        b.members += u64::from(burst.members);
-        b.largest = b.largest.max(burst.members);
-        match b.constants.iter_mut().find(|c| c.0 == burst.constants) {
-            Some(c) => c.1 += 1,
-            None => {
-                if b.constants.len() >= 4 {
-                    // The least seen makes room.
-                    if let Some(i) = (0..b.constants.len()).min_by_key(|&i| b.constants[i].1) {
-                        b.constants.remove(i);
-                    }
-                }
-                b.constants.push((burst.constants, 1));
-            }
+        if let Some(info) = self.shapes.map_get_mut(&burst.shape) {
+            info.bursts.add(burst);
         }
     }
 
@@ -470,5 +484,38 @@ impl PatternTable {
 
     pub fn get(&self, pattern: &str) -> Option<&PatternStats> {
         self.patterns.get(pattern)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::bursts::Burst;
+
+    fn burst(constants: &[u64]) -> Burst {
+        Burst {
+            shape: 1,
+            members: constants.len() as u32,
+            constants: constants.iter().copied().collect(),
+        }
+    }
+
+    /// The same six constants call after call recur, also when a call is
+    /// seen split (one read answered before the proxy read the other
+    /// five); other users' different constants do not.
+    #[test]
+    fn bursts_recur_by_their_members_constants() {
+        let mut b = BurstStats::default();
+        b.add(&burst(&[1, 2, 3, 4, 5, 6]));
+        assert_eq!(b.recurring(), 0);
+        b.add(&burst(&[6, 5, 4, 3, 2, 1]));
+        assert_eq!(b.recurring(), 2);
+        b.add(&burst(&[2, 3, 4, 5, 6]));
+        b.add(&burst(&[3, 4, 5]));
+        assert_eq!(b.recurring(), 4);
+        b.add(&burst(&[10, 11, 12]));
+        b.add(&burst(&[13, 14, 1]));
+        assert_eq!(b.recurring(), 4, "new constants, or one old one of three");
+        assert_eq!((b.groups, b.largest), (6, 6));
     }
 }
