@@ -52,7 +52,6 @@ struct Top<'d, 'k> {
     /// The fields asked for, and their elements' offsets once found.
     key: &'k [String],
     found: [u32; MAX_KEY_FIELDS],
-    start: *const u8,
 }
 
 impl<'a> Doc<'a> {
@@ -62,14 +61,13 @@ impl<'a> Doc<'a> {
 
     /// [`Doc::new`], also keeping the top-level fields `key` (at most
     /// [`MAX_KEY_FIELDS`]: those after are not looked for; see
-    /// [`Doc::key`]).
+    /// [`Doc::key_element`]).
     pub fn keyed(raw: &'a RawDocument, caps: &Caps, key: &[String]) -> Doc<'a> {
         let mut arrays = Vec::new();
         let mut top = Top {
             id: None,
             key: &key[..key.len().min(MAX_KEY_FIELDS)],
             found: [0; MAX_KEY_FIELDS],
-            start: raw.as_bytes().as_ptr(),
         };
         let mut terms = 0;
         PATH.with_borrow_mut(|path| {
@@ -164,7 +162,7 @@ fn walk_arrays<'d>(
     for element in bson_walk::elements(doc) {
         let Ok(element) = element else { return };
         // The top level's first `_id` (a repeated key: the first counts),
-        // and the first of the field asked for.
+        // and the first of each field asked for.
         if let Some(top) = top.as_deref_mut() {
             if top.id.is_none() && element.key == b"_id" {
                 top.id = Some(element);
@@ -172,7 +170,7 @@ fn walk_arrays<'d>(
             for (name, found) in top.key.iter().zip(&mut top.found) {
                 if *found == 0 && name.as_bytes() == element.key {
                     // Within the document, itself at most 2^31 bytes.
-                    *found = (element.raw.as_ptr() as usize - top.start as usize) as u32;
+                    *found = (element.raw.as_ptr() as usize - doc.as_ptr() as usize) as u32;
                 }
             }
         }

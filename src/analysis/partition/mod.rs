@@ -465,20 +465,12 @@ pub fn key_value_hash(cmd: &Command<'_>, key: &PartitionKey) -> Option<u64> {
 /// from them where the type allows (see `namespaces::element_hash`), else
 /// decoded.
 pub fn document_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64> {
-    let mut h = crate::analysis::hash::FNV1A_START;
-    for path in &key.paths {
-        let value = key_element(source.as_bytes(), path)?;
-        let Some(value) = crate::analysis::namespaces::element_hash(&value) else {
-            return decoded_key_hash(source, key);
-        };
-        h = crate::analysis::hash::fnv1a_continue(h, &value.to_le_bytes());
-    }
-    Some(h)
+    key_hash(source, key, |_, path| key_element(source.as_bytes(), path))
 }
 
-/// [`document_key_hash`] of an inserted document, from the element its
-/// walk found when the key is one top-level field (see
-/// [`PartitionKey::top_field`]); else by a walk of its own.
+/// [`document_key_hash`] of an inserted document, from the elements its
+/// walk found when the key's fields are top-level ones (see
+/// [`PartitionKey::top_fields`]); else by a walk of its own.
 pub fn inserted_key_hash(
     doc: &crate::analysis::namespaces::Doc<'_>,
     key: &PartitionKey,
@@ -486,16 +478,23 @@ pub fn inserted_key_hash(
     if key.top_fields().is_empty() {
         return document_key_hash(doc.raw, key);
     }
+    key_hash(doc.raw, key, |i, _| {
+        doc.key_element(i).and_then(single_value)
+    })
+}
+
+/// The hash of `source`'s key values, each path's found by `value_of(i,
+/// path)`.
+fn key_hash<'d>(
+    source: &'d RawDocument,
+    key: &PartitionKey,
+    mut value_of: impl FnMut(usize, &str) -> Option<crate::wire::bson_walk::Element<'d>>,
+) -> Option<u64> {
     let mut h = crate::analysis::hash::FNV1A_START;
-    for i in 0..key.paths.len() {
-        let value = doc.key_element(i)?;
-        // An embedded document is read as `key_element` reads it (a
-        // filter's `{k: {$eq: v}}`, an operator document no value).
-        if value.element_type == 0x03 {
-            return document_key_hash(doc.raw, key);
-        }
+    for (i, path) in key.paths.iter().enumerate() {
+        let value = value_of(i, path)?;
         let Some(value) = crate::analysis::namespaces::element_hash(&value) else {
-            return decoded_key_hash(doc.raw, key);
+            return decoded_key_hash(source, key);
         };
         h = crate::analysis::hash::fnv1a_continue(h, &value.to_le_bytes());
     }
@@ -505,28 +504,31 @@ pub fn inserted_key_hash(
 /// The value at `path` of a document or a filter (`{k: v}`, `{k: {$eq:
 /// v}}`, an embedded document's value), or None when it has no single one.
 fn key_element<'d>(doc: &'d [u8], path: &str) -> Option<crate::wire::bson_walk::Element<'d>> {
-    use crate::wire::bson_walk;
     let mut body = doc;
     let mut parts = path.split('.').peekable();
     loop {
-        let e = bson_walk::field(body, parts.next()?.as_bytes())?;
+        let e = crate::wire::bson_walk::field(body, parts.next()?.as_bytes())?;
         match (e.element_type, parts.peek()) {
             (0x03, Some(_)) => body = e.value,
             (_, Some(_)) => return None,
-            // `{k: {$eq: v}}`, or an embedded value.
-            (0x03, None) => {
-                return match bson_walk::field(e.value, b"$eq") {
-                    Some(eq) => Some(eq),
-                    None if bson_walk::first_key(e.value)
-                        .is_some_and(|k| k.first() == Some(&b'$')) =>
-                    {
-                        None
-                    }
-                    None => Some(e),
-                }
-            }
-            (_, None) => return Some(e),
+            (_, None) => return single_value(e),
         }
+    }
+}
+
+/// The value an element gives a key: `{k: {$eq: v}}`'s `v`, an embedded
+/// document itself, none for other operators (`{$in: …}`).
+fn single_value(
+    e: crate::wire::bson_walk::Element<'_>,
+) -> Option<crate::wire::bson_walk::Element<'_>> {
+    use crate::wire::bson_walk;
+    if e.element_type != 0x03 {
+        return Some(e);
+    }
+    match bson_walk::field(e.value, b"$eq") {
+        Some(eq) => Some(eq),
+        None if bson_walk::first_key(e.value).is_some_and(|k| k.first() == Some(&b'$')) => None,
+        None => Some(e),
     }
 }
 
