@@ -1370,6 +1370,37 @@ fn a_value_every_row_carries_joins_no_other_connections_request() {
     assert!(run.rules.is_empty(), "{:?}", run.rules);
 }
 
+/// A thread page lists 15 replies by 10 authors; then, on other
+/// connections, four other visitors' own profile reads ask for users
+/// whose ids happen to be listed authors, one at a time. Four lookups of
+/// four distinct values do not cover a list of ten: no N+1. Before, any
+/// four distinct values "covered" a list, whatever it held.
+#[test]
+fn a_few_lookups_of_listed_values_are_no_n_plus_one() {
+    let author = |a: u8| bson::oid::ObjectId::from_bytes([a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]);
+    let replies: Vec<_> = (0..15u8)
+        .map(|i| rawdoc! {"_id": i as i32, "threadId": 1, "authorId": author(i % 10)})
+        .collect();
+    let mut ops = vec![(
+        1,
+        rawdoc! {"find": "replies", "filter": {"threadId": 1}, "limit": 20, "$db": "d"},
+        replies,
+    )];
+    for (conn, a) in [(2, 3u8), (3, 5), (2, 7), (4, 9)] {
+        ops.push((
+            conn,
+            rawdoc! {"find": "users", "filter": {"_id": author(a)}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": author(a), "notifications": []}],
+        ));
+    }
+    let run = run_ops(ops);
+    assert!(
+        !run.rules.contains(&("WL401".into(), "d.users".into())),
+        "{:?}",
+        run.rules
+    );
+}
+
 /// Good designs stay silent: a per-request tenant read whose id every
 /// listed ticket carries (the next request's first read, not a per-row
 /// lookup), a batched `$in` over the page, references that are null, and

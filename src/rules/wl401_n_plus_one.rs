@@ -86,12 +86,13 @@ impl Rule for NPlusOne {
             cx.pool,
         );
         // Per-row work covers its list: half its rows or more, or every
-        // distinct value of the field (as many as are told apart). A few
-        // lookups whose values merely lie in a long list (another
-        // visitor's own profile read, whose id is also one listed
-        // author's) are not the list's rows' work.
-        let covers =
-            2 * f.count >= f.list_rows || f.distinct >= f.list_values.min(DISTINCT_KEPT as u64);
+        // distinct value of the field, when the list holds no more than
+        // the follow-ups' distinct values told apart. A few lookups whose
+        // values merely lie in a long list (other visitors' own profile
+        // reads, whose ids are also listed authors') are not the list's
+        // rows' work, however many distinct values they ask for.
+        let covers = 2 * f.count >= f.list_rows
+            || (f.list_values <= DISTINCT_KEPT as u64 && f.distinct >= f.list_values);
         if covers && f.count > seen.most {
             seen.most = f.count;
             seen.most_of = f.leading_docs;
