@@ -3,7 +3,7 @@
 //! and its first top-level `_id`. Walking it once here spares each reader
 //! a walk of its own.
 
-use super::value_hash::hash_of_id;
+use super::value_hash::{element_hash, hash_of_id, tuple_hash_continue, TUPLE_HASH_START};
 use super::Caps;
 use crate::analysis::budget::short_key;
 use crate::analysis::command::{is_value_key, VALUE_KEY};
@@ -36,11 +36,26 @@ pub struct Doc<'a> {
     /// in part counts its other elements as the walked ones' average;
     /// an array inside an array counts one.
     pub terms: u64,
-    /// Where the first of each top-level field [`Doc::keyed`] was asked
-    /// for starts in `raw`, in its order (0: not there), found in the same
-    /// walk (a partition key's values; see [`Doc::key_element`]). Offsets,
-    /// not elements: every document carries them.
-    key: [u32; MAX_KEY_FIELDS],
+    /// The values of the top-level fields [`Doc::keyed`] was asked for,
+    /// hashed in the same walk (a partition key's; see [`Doc::key_value`]).
+    key: KeyValue,
+    /// How many fields [`Doc::keyed`] looked for.
+    key_fields: u8,
+}
+
+/// The top-level fields [`Doc::keyed`] was asked for, as the walk found
+/// them (the first of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyValue {
+    /// One of them is not in the document.
+    Absent,
+    /// The [`tuple_hash`] of their [`value_hash`](super::value_hash)es,
+    /// in the order asked, taken from their bytes.
+    Hashed(u64),
+    /// All there, but one not hashed in the walk: an embedded document (a
+    /// reader may take its `$eq` for the value) or a type hashed only once
+    /// decoded ([`element_hash`]).
+    Other,
 }
 
 /// The most top-level fields [`Doc::keyed`] finds.
@@ -49,9 +64,44 @@ pub const MAX_KEY_FIELDS: usize = 4;
 /// What the walk picks up at a document's top level.
 struct Top<'d, 'k> {
     id: Option<bson_walk::Element<'d>>,
-    /// The fields asked for, and their elements' offsets once found.
+    /// The fields asked for, and their values' hashes once found (`None`:
+    /// found, not hashed in the walk; see [`KeyValue::Other`]).
     key: &'k [String],
-    found: [u32; MAX_KEY_FIELDS],
+    found: [Option<Option<u64>>; MAX_KEY_FIELDS],
+    /// How many of them are still to find.
+    left: usize,
+}
+
+impl Top<'_, '_> {
+    /// Keeps `element`'s value's hash if it is one of the fields asked
+    /// for, not found yet. Out of line: most walks ask for none.
+    #[inline(never)]
+    fn look_at(&mut self, element: &bson_walk::Element<'_>) {
+        let asked = self.key.iter().zip(&mut self.found);
+        if let Some((_, found)) = asked
+            .into_iter()
+            .find(|(name, found)| found.is_none() && name.as_bytes() == element.key)
+        {
+            *found = Some(match element.element_type {
+                0x03 => None,
+                _ => element_hash(element),
+            });
+            self.left -= 1;
+        }
+    }
+
+    /// What was found of the fields asked for.
+    fn key_value(&self) -> KeyValue {
+        let mut h = TUPLE_HASH_START;
+        for found in &self.found[..self.key.len()] {
+            match found {
+                None => return KeyValue::Absent,
+                Some(None) => return KeyValue::Other,
+                Some(Some(v)) => h = tuple_hash_continue(h, *v),
+            }
+        }
+        KeyValue::Hashed(h)
+    }
 }
 
 impl<'a> Doc<'a> {
@@ -61,18 +111,19 @@ impl<'a> Doc<'a> {
 
     /// [`Doc::new`], also keeping the top-level fields `key` (at most
     /// [`MAX_KEY_FIELDS`]: those after are not looked for; see
-    /// [`Doc::key_element`]).
+    /// [`Doc::key_value`]).
     pub fn keyed(raw: &'a RawDocument, caps: &Caps, key: &[String]) -> Doc<'a> {
         let mut arrays = Vec::new();
         let mut top = Top {
             id: None,
             key: &key[..key.len().min(MAX_KEY_FIELDS)],
-            found: [0; MAX_KEY_FIELDS],
+            found: [None; MAX_KEY_FIELDS],
+            left: key.len().min(MAX_KEY_FIELDS),
         };
         let mut terms = 0;
         PATH.with_borrow_mut(|path| {
             path.clear();
-            walk_arrays(
+            walk_arrays::<true>(
                 raw.as_bytes(),
                 path,
                 0,
@@ -91,20 +142,20 @@ impl<'a> Doc<'a> {
             arrays,
             id: top.id.and_then(|e| hash_of_id(raw, &e)),
             terms,
-            key: top.found,
+            key: top.key_value(),
+            key_fields: top.key.len() as u8,
         }
     }
 
-    /// The element of the `i`th field [`Doc::keyed`] was asked for, if
-    /// the document has it.
-    pub fn key_element(&self, i: usize) -> Option<bson_walk::Element<'a>> {
-        let at = *self.key.get(i)? as usize;
-        if at == 0 {
-            return None;
-        }
-        bson_walk::elements_from(self.raw.as_bytes(), at)
-            .next()?
-            .ok()
+    /// How many top-level fields [`Doc::keyed`] looked for (those after
+    /// [`MAX_KEY_FIELDS`] are not).
+    pub fn key_fields(&self) -> usize {
+        self.key_fields as usize
+    }
+
+    /// The values of the fields [`Doc::keyed`] was asked for.
+    pub fn key_value(&self) -> KeyValue {
+        self.key
     }
 }
 
@@ -146,8 +197,10 @@ fn is_numeric_value(item: &bson_walk::Element<'_>) -> bool {
 /// Collects (path, length) for every array, elements folded as `path.$`.
 /// `path` is the prefix so far; it is restored before returning. Walks the
 /// raw bytes (no UTF-8 or value decoding) and builds a path only for
-/// documents and arrays.
-fn walk_arrays<'d>(
+/// documents and arrays. `TOP`: the document's top level, where `top`
+/// picks up what it asks for (the nested levels are a function of their
+/// own, without that code).
+fn walk_arrays<'d, const TOP: bool>(
     doc: &'d [u8],
     path: &mut String,
     depth: usize,
@@ -163,15 +216,12 @@ fn walk_arrays<'d>(
         let Ok(element) = element else { return };
         // The top level's first `_id` (a repeated key: the first counts),
         // and the first of each field asked for.
-        if let Some(top) = top.as_deref_mut() {
+        if let Some(top) = top.as_deref_mut().filter(|_| TOP) {
             if top.id.is_none() && element.key == b"_id" {
                 top.id = Some(element);
             }
-            for (name, found) in top.key.iter().zip(&mut top.found) {
-                if *found == 0 && name.as_bytes() == element.key {
-                    // Within the document, itself at most 2^31 bytes.
-                    *found = (element.raw.as_ptr() as usize - doc.as_ptr() as usize) as u32;
-                }
+            if top.left > 0 {
+                top.look_at(&element);
             }
         }
         if !matches!(element.element_type, 0x03 | 0x04) {
@@ -190,7 +240,7 @@ fn walk_arrays<'d>(
             path.push_str(&String::from_utf8_lossy(element.key));
         }
         if element.element_type == 0x03 {
-            walk_arrays(element.value, path, depth + 1, caps, out, terms, None);
+            walk_arrays::<false>(element.value, path, depth + 1, caps, out, terms, None);
         } else {
             let array_path = short_key(path).into_owned();
             let (len, numeric) = match uniform_len(element.value) {
@@ -214,7 +264,15 @@ fn walk_arrays<'d>(
                         let Ok(item) = item else { break };
                         if (len as usize) < caps.elements_sampled {
                             if item.element_type == 0x03 {
-                                walk_arrays(item.value, path, depth + 1, caps, out, terms, None);
+                                walk_arrays::<false>(
+                                    item.value,
+                                    path,
+                                    depth + 1,
+                                    caps,
+                                    out,
+                                    terms,
+                                    None,
+                                );
                             } else {
                                 *terms += 1;
                             }

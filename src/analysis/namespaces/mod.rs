@@ -23,10 +23,10 @@ mod value_hash;
 
 pub use super::budget::Lru;
 pub use arrays::ArrayStats;
-pub use doc_walk::{ArrayInDoc, Doc, MAX_KEY_FIELDS};
+pub use doc_walk::{ArrayInDoc, Doc, KeyValue, MAX_KEY_FIELDS};
 pub use field_sets::FieldSet;
 pub use sizes::{SizeHist, SIZE_HIST_HEAP};
-pub use value_hash::{element_hash, value_hash};
+pub use value_hash::{element_hash, tuple_hash_continue, value_hash, TUPLE_HASH_START};
 
 use super::budget::{self, short_key, HashCache, Pool, ENTRY_OVERHEAD};
 use super::command::is_bucketed;
@@ -246,17 +246,21 @@ impl Namespaces {
             g.last = g.last.max(at);
         };
         // The documents of a few values (a batch for one tenant, orders of
-        // a few customers) added up per value first: a look-up per value,
-        // not per document.
+        // a few customers, a run of one value's documents) added up per
+        // value first: a look-up per value, not per document. The latest
+        // value is looked at first: a batch's documents come in runs.
         let mut sums: smallvec::SmallVec<[(u64, u64); 8]> = smallvec::SmallVec::new();
         for (key, bytes) in inserted {
-            if let Some((_, sum)) = sums.iter_mut().find(|(k, _)| *k == key) {
+            if let Some((_, sum)) = sums.iter_mut().rev().find(|(k, _)| *k == key) {
                 *sum += bytes;
-            } else if sums.len() < sums.inline_size() {
-                sums.push((key, bytes));
-            } else {
-                add(key, bytes);
+                continue;
             }
+            if sums.len() == sums.inline_size() {
+                for (key, sum) in sums.drain(..) {
+                    add(key, sum);
+                }
+            }
+            sums.push((key, bytes));
         }
         for (key, sum) in sums {
             add(key, sum);
@@ -385,6 +389,11 @@ mod tests {
         let bytes = |k: u64| state.key_growth.get(&k).map(|g| g.bytes);
         assert_eq!((bytes(1), bytes(2), bytes(3)), (Some(17), Some(3), None));
         assert_eq!(state.key_growth_bytes, 20);
+        // More values in one insert than are summed at once.
+        ns.observe_key_growth("d.e", (0..40).map(|i| (100 + i % 10, 1)), at);
+        let state = ns.get("d.e").unwrap();
+        assert!((100..110).all(|k| state.key_growth.get(&k).map(|g| g.bytes) == Some(4)));
+        assert_eq!(state.key_growth_bytes, 40);
     }
 
     /// A cursor's batch observed at once leaves what observing its

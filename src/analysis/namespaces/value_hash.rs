@@ -57,6 +57,18 @@ fn tagged_hash(element_type: u8, bytes: &[u8]) -> u64 {
     foldhash::fast::FixedState::with_seed(VALUE_HASH_SEED).hash_one((element_type, bytes))
 }
 
+/// An ordered tuple of values' hash before its first value: see
+/// [`tuple_hash_continue`].
+pub const TUPLE_HASH_START: u64 = 0;
+
+/// An ordered tuple's hash `h` with one more value's [`value_hash`]: `[a,
+/// b]` and `[b, a]` hash apart (a compound partition key's values).
+pub fn tuple_hash_continue(h: u64, value: u64) -> u64 {
+    (h ^ value)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(29)
+}
+
 /// `value_hash`'s seed (any constant: the hashes never leave the process).
 const VALUE_HASH_SEED: u64 = 0x7769_7265_6c69_6e74;
 

@@ -17,6 +17,7 @@
 //! several partitions (multi-shard).
 
 use super::command::{Command, Kind};
+use crate::analysis::namespaces::{tuple_hash_continue, TUPLE_HASH_START};
 use crate::wire::bson_walk::{elements, field, values, Value};
 use bson::{RawBsonRef, RawDocument};
 use serde::{Deserialize, Serialize};
@@ -465,38 +466,42 @@ pub fn key_value_hash(cmd: &Command<'_>, key: &PartitionKey) -> Option<u64> {
 /// from them where the type allows (see `namespaces::element_hash`), else
 /// decoded.
 pub fn document_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64> {
-    key_hash(source, key, |_, path| key_element(source.as_bytes(), path))
+    key_hash(source, key, |path| key_element(source.as_bytes(), path))
 }
 
-/// [`document_key_hash`] of an inserted document, from the elements its
-/// walk found when the key's fields are top-level ones (see
+/// [`document_key_hash`] of an inserted document, from the values its walk
+/// hashed when it was walked for the key's fields (`Doc::keyed` with
 /// [`PartitionKey::top_fields`]); else by a walk of its own.
 pub fn inserted_key_hash(
     doc: &crate::analysis::namespaces::Doc<'_>,
     key: &PartitionKey,
 ) -> Option<u64> {
-    if key.top_fields().is_empty() {
+    use crate::analysis::namespaces::KeyValue;
+    // Walked for `key.top_fields()`: every path, or none.
+    if doc.key_fields() != key.paths.len() {
         return document_key_hash(doc.raw, key);
     }
-    key_hash(doc.raw, key, |i, _| {
-        doc.key_element(i).and_then(single_value)
-    })
+    match doc.key_value() {
+        KeyValue::Absent => None,
+        KeyValue::Hashed(h) => Some(h),
+        KeyValue::Other => document_key_hash(doc.raw, key),
+    }
 }
 
-/// The hash of `source`'s key values, each path's found by `value_of(i,
-/// path)`.
+/// The hash of `source`'s key values, each path's found by
+/// `value_of(path)`.
 fn key_hash<'d>(
     source: &'d RawDocument,
     key: &PartitionKey,
-    mut value_of: impl FnMut(usize, &str) -> Option<crate::wire::bson_walk::Element<'d>>,
+    mut value_of: impl FnMut(&str) -> Option<crate::wire::bson_walk::Element<'d>>,
 ) -> Option<u64> {
-    let mut h = crate::analysis::hash::FNV1A_START;
-    for (i, path) in key.paths.iter().enumerate() {
-        let value = value_of(i, path)?;
+    let mut h = TUPLE_HASH_START;
+    for path in &key.paths {
+        let value = value_of(path)?;
         let Some(value) = crate::analysis::namespaces::element_hash(&value) else {
             return decoded_key_hash(source, key);
         };
-        h = crate::analysis::hash::fnv1a_continue(h, &value.to_le_bytes());
+        h = tuple_hash_continue(h, value);
     }
     Some(h)
 }
@@ -535,7 +540,7 @@ fn single_value(
 /// [`document_key_hash`] by decoded values: for the types the raw hash
 /// does not take.
 fn decoded_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64> {
-    let mut h = crate::analysis::hash::FNV1A_START;
+    let mut h = TUPLE_HASH_START;
     for path in &key.paths {
         let mut doc = source;
         let mut parts = path.split('.').peekable();
@@ -557,10 +562,7 @@ fn decoded_key_hash(source: &RawDocument, key: &PartitionKey) -> Option<u64> {
                 (v, None) => break v,
             }
         };
-        h = crate::analysis::hash::fnv1a_continue(
-            h,
-            &crate::analysis::namespaces::value_hash(value).to_le_bytes(),
-        );
+        h = tuple_hash_continue(h, crate::analysis::namespaces::value_hash(value));
     }
     Some(h)
 }
