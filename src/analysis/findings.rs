@@ -42,15 +42,16 @@ impl FindingDraft {
 }
 
 /// What a fix saves, in request units per call, list or query, as a
-/// finding carries it: a number. The store writes it into the finding's
-/// words ("; fixing it saves about 12.3 RU per list") and its evidence
-/// (`request_units_saved_per_list`) only when the finding is new or the
-/// figure changed: a finding is made again every time it is reported,
-/// and writing the clause each time cost more than the rest of it.
+/// finding carries it: a number, to two significant figures (an
+/// estimate's precision). The store writes it into the finding's words
+/// ("; fixing it saves about 4.2 RU per list", "… about 16 RU …") only
+/// when the finding is new or the figure changed: a finding is made again
+/// every time it is reported, and writing the clause each time cost more
+/// than the rest of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Saving {
-    /// To the tenth, as the message and the evidence give it: a figure
-    /// that moves by less is not written again.
+    /// In tenths, to two significant figures, as the message and the
+    /// evidence give it: a figure that moves by less is not written again.
     tenths: u64,
     per: SavedPer,
 }
@@ -67,7 +68,7 @@ impl Saving {
     /// `None` below 0.05 RU: nothing worth a clause.
     pub fn of(request_units: f64, per: SavedPer) -> Option<Saving> {
         (request_units >= 0.05).then(|| Saving {
-            tenths: (request_units * 10.0).round() as u64,
+            tenths: two_figures((request_units * 10.0).round() as u64),
             per,
         })
     }
@@ -93,18 +94,29 @@ impl Saving {
         serde_json::json!(self.tenths as f64 / 10.0)
     }
 
-    /// Appends "; fixing it saves about 12.3 RU per list (estimated:
-    /// docs/cosmos.md)", tenths in integers.
+    /// Appends "; fixing it saves about 4.2 RU per list (estimated:
+    /// docs/cosmos.md)" (or "16 RU", "160 RU": no tenths from 10 on).
     fn write(self, message: &mut String) {
         let mut digits = itoa::Buffer::new();
         message.push_str("; fixing it saves about ");
         message.push_str(digits.format(self.tenths / 10));
-        message.push('.');
-        message.push(char::from(b'0' + (self.tenths % 10) as u8));
+        if self.tenths < 100 {
+            message.push('.');
+            message.push(char::from(b'0' + (self.tenths % 10) as u8));
+        }
         message.push_str(" RU per ");
         message.push_str(self.per());
         message.push_str(" (estimated: docs/cosmos.md)");
     }
+}
+
+/// `n` rounded to its two leading digits (half up): 1234 is 1200.
+fn two_figures(n: u64) -> u64 {
+    let mut scale = 1;
+    while n / scale >= 100 {
+        scale *= 10;
+    }
+    (n + scale / 2) / scale * scale
 }
 
 /// A finding as stored, reported and serialized.
@@ -310,12 +322,7 @@ impl FindingStore {
                     && stored.finding.message.get(..stored.base_len) == Some(&*draft.message);
                 let mut evidence = draft.evidence;
                 if let Some(saving) = draft.saving {
-                    let kept = same
-                        .then(|| stored.finding.evidence.remove_entry(saving.key()))
-                        .flatten();
-                    let (key, value) =
-                        kept.unwrap_or_else(|| (saving.key().to_string(), saving.value()));
-                    evidence.insert(key, value);
+                    evidence.insert(saving.key().to_string(), saving.value());
                 }
                 if !same {
                     stored.base_len = draft.message.len();
@@ -575,15 +582,15 @@ mod tests {
                 found.evidence["n"].clone(),
             )
         };
-        let clause = "; fixing it saves about 12.3 RU per list (estimated: docs/cosmos.md)";
+        let clause = "; fixing it saves about 12 RU per list (estimated: docs/cosmos.md)";
         use serde_json::json;
         assert_eq!(
             record("ten queries", Some(12.345)),
-            (format!("ten queries{clause}"), Some(json!(12.3)), json!(11))
+            (format!("ten queries{clause}"), Some(json!(12.0)), json!(11))
         );
         assert_eq!(
-            record("ten queries", Some(12.31)),
-            (format!("ten queries{clause}"), Some(json!(12.3)), json!(11))
+            record("ten queries", Some(11.61)),
+            (format!("ten queries{clause}"), Some(json!(12.0)), json!(11))
         );
         assert_eq!(
             record("ten queries", Some(3.04)),
@@ -603,6 +610,32 @@ mod tests {
             ("twelve queries".into(), None, json!(14))
         );
         assert_eq!(Saving::of(0.04, SavedPer::Call), None);
+    }
+
+    /// A saving keeps two significant figures: tenths under 10 RU, whole
+    /// RU under 100, and so on.
+    #[test]
+    fn a_saving_has_two_significant_figures() {
+        let shown = |ru: f64| {
+            let saving = Saving::of(ru, SavedPer::Query).unwrap();
+            let mut m = String::new();
+            saving.write(&mut m);
+            (m, saving.value())
+        };
+        let words = |n: &str| {
+            format!("; fixing it saves about {n} RU per query (estimated: docs/cosmos.md)")
+        };
+        use serde_json::json;
+        assert_eq!(shown(0.05), (words("0.1"), json!(0.1)));
+        assert_eq!(shown(9.94), (words("9.9"), json!(9.9)));
+        assert_eq!(shown(9.96), (words("10"), json!(10.0)));
+        assert_eq!(shown(16.34), (words("16"), json!(16.0)));
+        assert_eq!(shown(99.5), (words("100"), json!(100.0)));
+        assert_eq!(shown(1234.0), (words("1200"), json!(1200.0)));
+        assert_eq!(two_figures(0), 0);
+        assert_eq!(two_figures(95), 95);
+        assert_eq!(two_figures(12_345), 12_000);
+        assert_eq!(two_figures(u64::MAX / 10), 1_800_000_000_000_000_000);
     }
 
     /// A reader that remembers the generation it last saw finds exactly
