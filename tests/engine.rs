@@ -1771,6 +1771,110 @@ fn a_read_by_key_then_insert_or_update_is_one_upsert() {
     assert_eq!(run_ops(edits).rules, vec![]);
 }
 
+/// Subscribing to threads, get-or-create: per click a find by {threadId,
+/// userId}, an insert when nothing was found, nothing written when it
+/// was (an item left as found is counted at the next read). A race unless a unique index covers the key: silent with one
+/// (created, or listed), a warning when every index is known (the
+/// database dropped, then a plain index created), a note when no index
+/// traffic was seen; an `$or` key is judged by each branch.
+#[test]
+fn a_get_or_create_is_judged_by_the_unique_indexes_seen() {
+    let clicks = |indexes: Vec<Op>, or: bool| -> Vec<Op> {
+        let mut ops = indexes;
+        for i in 0..8 {
+            let (thread, user) = (i % 3, format!("u{}", i % 4));
+            let key = if or {
+                rawdoc! {"$or": [{"identifier": format!("t{thread}{user}")}, {"threadId": thread, "userId": user.clone()}]}
+            } else {
+                rawdoc! {"threadId": thread, "userId": user.clone()}
+            };
+            // Clicks 1, 4 and 6 find a subscription already; the others
+            // subscribe.
+            let found = if [1, 4, 6].contains(&i) {
+                vec![
+                    rawdoc! {"_id": i, "identifier": format!("t{thread}{user}"), "threadId": thread, "userId": user.clone()},
+                ]
+            } else {
+                vec![]
+            };
+            ops.push((
+                1,
+                rawdoc! {"find": "subs", "filter": key, "limit": 1, "$db": "d"},
+                found.clone(),
+            ));
+            if found.is_empty() {
+                ops.push((1, rawdoc! {"insert": "subs", "documents": [{"identifier": format!("t{thread}{user}"), "threadId": thread, "userId": user.clone()}], "$db": "d"}, vec![]));
+            }
+        }
+        ops
+    };
+    let create = |unique: bool, fields: &[&str]| -> Op {
+        let mut key = bson::Document::new();
+        for f in fields {
+            key.insert(*f, 1);
+        }
+        let body = bson::doc! {"createIndexes": "subs", "indexes": [{"key": key, "name": "k", "unique": unique}], "$db": "d"};
+        (1, bson::RawDocumentBuf::try_from(&body).unwrap(), vec![])
+    };
+    let drop_db = || -> Op { (1, rawdoc! {"dropDatabase": 1, "$db": "d"}, vec![]) };
+    let said = |run: &Run| -> Vec<String> {
+        run.messages
+            .iter()
+            .filter(|(r, _)| r == "WL404")
+            .map(|(_, m)| m.clone())
+            .collect()
+    };
+    // A unique index created on the pair, or on a field of it: silent.
+    let unique = run_ops(clicks(
+        vec![drop_db(), create(true, &["threadId", "userId"])],
+        false,
+    ));
+    assert_eq!(unique.rules, vec![], "{:?}", unique.messages);
+    // The same index, not unique, every index known: a warning.
+    let plain = run_ops(clicks(
+        vec![drop_db(), create(false, &["threadId", "userId"])],
+        false,
+    ));
+    let m = said(&plain);
+    assert!(
+        m.len() == 1
+            && m[0].contains("left as found (3)")
+            && m[0].contains("no unique index covers"),
+        "{m:?}"
+    );
+    // No index traffic: said so.
+    let m = said(&run_ops(clicks(vec![], false)));
+    assert!(
+        m.len() == 1 && m[0].contains("has not seen this collection's indexes"),
+        "{m:?}"
+    );
+    // A listing with the unique index: silent.
+    let listed: Op = (
+        1,
+        rawdoc! {"listIndexes": "subs", "$db": "d"},
+        vec![
+            rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+            rawdoc! {"v": 2, "key": {"threadId": 1, "userId": 1}, "name": "k", "unique": true},
+        ],
+    );
+    assert_eq!(run_ops(clicks(vec![listed.clone()], false)).rules, vec![]);
+    // An `$or` key: covered on one branch only, not covered.
+    let m = said(&run_ops(clicks(
+        vec![drop_db(), create(true, &["threadId", "userId"])],
+        true,
+    )));
+    assert!(
+        m.len() == 1 && m[0].contains("no unique index covers"),
+        "{m:?}"
+    );
+    let both = vec![
+        drop_db(),
+        create(true, &["threadId", "userId"]),
+        create(true, &["identifier"]),
+    ];
+    assert_eq!(run_ops(clicks(both, true)).rules, vec![]);
+}
+
 /// Treatments of two kinds told apart by `eventType`, one of them with an
 /// optional field (two field sets of one kind, sharing its `eventType`
 /// value), and replacements without `_id` (what a save sends, not a

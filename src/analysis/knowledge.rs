@@ -110,6 +110,8 @@ pub struct Knowledge {
     pub findings: FindingStore,
     pub cursors: Lru<i64, RequestOrigin>,
     pub partition_keys: PartitionKeys,
+    /// The unique indexes the traffic showed (see `indexes`).
+    pub indexes: super::indexes::Indexes,
     /// Fixed at creation: which rules run is decided once (see `hooks`).
     settings: RuleSettings,
     pub show_values: bool,
@@ -184,6 +186,7 @@ impl Knowledge {
             databases: Databases::new(Fold::Auto, &pools.patterns),
             suite: Suite::new(&pools.findings),
             partition_keys,
+            indexes: super::indexes::Indexes::new(pools.namespaces.clone()),
             patterns: PatternTable::new(pools.patterns.clone(), pools.shapes.clone()),
             namespaces: Namespaces::new(caps, pools.namespaces.clone(), pools.document_ids.clone()),
             findings: FindingStore::new(pools.findings.clone()),
@@ -290,6 +293,7 @@ impl Knowledge {
             namespaces,
             patterns,
             partition_keys,
+            indexes,
             settings,
             findings,
             show_values,
@@ -308,6 +312,7 @@ impl Knowledge {
             namespaces,
             patterns,
             partition_keys,
+            indexes,
             settings,
             findings,
             events: &mut events,

@@ -50,6 +50,7 @@ pub mod engine;
 pub mod findings;
 pub mod follow_ups;
 pub mod hash;
+pub mod indexes;
 pub mod knowledge;
 pub mod namespaces;
 mod panic_hook;

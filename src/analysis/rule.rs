@@ -273,6 +273,8 @@ pub struct RuleContext<'a> {
     pub namespaces: &'a Namespaces,
     pub patterns: &'a PatternTable,
     pub partition_keys: &'a PartitionKeys,
+    /// The unique indexes the traffic showed.
+    pub indexes: &'a super::indexes::Indexes,
     pub settings: &'a RuleSettings,
     pub findings: &'a mut FindingStore,
     pub events: &'a mut Vec<FindingEvent>,

@@ -1,20 +1,32 @@
 //! WL404 read-then-write: per incoming item, the application finds a
 //! document by a natural key (`{supplierId, sku}`, an email) and then
-//! inserts it when nothing was found or updates the document it found —
-//! a de-duplication done in the application. That is two round trips where
-//! one upsert is one, and a race besides: two writers can both find nothing
-//! and both insert. MongoDB's `updateOne` with `upsert: true` on a uniquely
-//! indexed key (or `findOneAndUpdate` with `upsert`, when the application
-//! needs the document back) lets the server decide insert-or-update.
+//! writes by what it found — a de-duplication done in the application.
 //!
-//! Reported for a read shape on a collection once `min_items` items went
-//! read-then-write, at least one of them inserted and one updated: both
-//! branches of insert-or-update. A load then a save never inserts (an
-//! edit); a check that only ever inserts (a name must be free, else the
-//! application refuses or renames) is no insert-or-update an upsert could
-//! replace. Silent where the read feeds the write: an update that sets a
-//! value the read returned (the previous price kept as history) needs the
-//! read.
+//! - **Insert or update**: inserted when nothing was found, the found
+//!   document updated otherwise. Two round trips where one upsert is one,
+//!   and a race besides: two writers can both find nothing and both
+//!   insert. MongoDB's `updateOne` with `upsert: true` on a uniquely indexed
+//!   key (or `findOneAndUpdate` with `upsert`, when the application needs
+//!   the document back) lets the server decide insert-or-update. Reported
+//!   once `min_items` items went read-then-write, at least one inserted and
+//!   one updated.
+//! - **Get or create** (subscribe to a thread, follow a user, a name that
+//!   must be free): inserted when nothing was found, nothing written when
+//!   something was. A race unless a unique index on the key refuses the
+//!   second insert, so it is judged by the collection's unique indexes
+//!   (`analysis::indexes`): silent when one covers the key's fields, a
+//!   warning when every index is known and none does, and a note (info)
+//!   when the indexes were not seen, saying so rather than guessing.
+//!   Reported once `min_items` items were inserted or left as found, at
+//!   least one of each, and none updated.
+//!
+//! A natural key is plain equalities (not `_id`), or an `$or` of such
+//! branches (found by one identifier or by another): an item is the
+//! branch's when a write holds every value of one branch; a unique index
+//! covers an `$or` key when it covers every branch. A load then a save
+//! never inserts (an edit). Silent where the read feeds the write: an
+//! update that sets a value the read returned (the previous price kept as
+//! history) needs the read.
 
 use super::common::RuleTable;
 use super::{
@@ -22,6 +34,7 @@ use super::{
     Threshold,
 };
 use crate::analysis::command::Kind;
+use crate::analysis::indexes::Cover;
 use crate::analysis::namespaces::{value_hash, Doc};
 use crate::analysis::shape::fnv1a;
 use bson::{RawBsonRef, RawDocument};
@@ -32,7 +45,7 @@ pub static META: RuleMeta = RuleMeta {
     id: "WL404",
     name: "read-then-write",
     severity: Severity::Warning,
-    summary: "Each item is read by its key, then inserted or updated: two round trips and a race where one upsert does.",
+    summary: "Each item is read by its key, then inserted when missing: two round trips and a race where one upsert with a unique index does.",
     advice: "Write once and let the server decide: updateOne(filter on the key, {$set: …, $setOnInsert: …}, {upsert: true}) \
              — or findOneAndUpdate with upsert: true when the document is needed back — with a unique index on the key \
              fields, so two writers cannot both insert.",
@@ -45,12 +58,18 @@ pub static META: RuleMeta = RuleMeta {
 const MAX_VALUES: usize = 32;
 /// Key fields of a read remembered, at most.
 const MAX_KEYS: usize = 8;
+/// Branches of an `$or` natural key, at most.
+const MAX_BRANCHES: usize = 4;
+
+/// One way a read names an item: (field, value hash) pairs, `_id`
+/// excluded.
+type Key = Vec<(String, u64)>;
 
 /// The last read by a natural key on a collection.
 struct LastRead {
     shape: u64,
-    /// Its filter's (field, value hash), `_id` excluded.
-    keys: Vec<(String, u64)>,
+    /// Its filter's key, or the branches of its `$or`.
+    keys: Vec<Key>,
     /// Whether it found a document (known once answered).
     found: Option<bool>,
     /// The found document's `_id` (hashed) and other values, each with
@@ -62,7 +81,12 @@ struct LastRead {
 impl crate::analysis::budget::Weight for LastRead {
     fn weight(&self) -> usize {
         std::mem::size_of::<LastRead>()
-            + self.keys.iter().map(|(k, _)| k.len() + 32).sum::<usize>()
+            + self
+                .keys
+                .iter()
+                .flatten()
+                .map(|(k, _)| k.len() + 32)
+                .sum::<usize>()
             + self.values.capacity() * 16
     }
 }
@@ -74,6 +98,8 @@ struct Items {
     updated: u64,
     /// Updates that set a value the read returned: the read was needed.
     fed: u64,
+    /// Found, and nothing written by their key after.
+    kept: u64,
 }
 
 impl crate::analysis::budget::Weight for Items {
@@ -89,9 +115,32 @@ pub struct ReadThenWrite {
     items: RuleTable<(String, String), Items>,
 }
 
-/// A filter's equality values on plain fields (not `_id`, not operators):
-/// none when it has anything else, or only `_id`.
-fn natural_key(filter: &RawDocument) -> Option<Vec<(String, u64)>> {
+/// A filter's natural key: its equality values on plain fields (not
+/// `_id`, not operators), or the branches of an `$or` that is its only
+/// field, each such a key. None when it has anything else, or only `_id`.
+fn natural_key(filter: &RawDocument) -> Option<Vec<Key>> {
+    let mut fields = filter.iter().flatten();
+    if let (Some(("$or", RawBsonRef::Array(branches))), None) =
+        (fields.next().map(|(k, v)| (k.as_str(), v)), fields.next())
+    {
+        let mut keys = Vec::new();
+        for branch in branches {
+            let RawBsonRef::Document(branch) = branch.ok()? else {
+                return None;
+            };
+            if keys.len() == MAX_BRANCHES {
+                return None;
+            }
+            keys.push(plain_key(branch)?);
+        }
+        return (!keys.is_empty()).then_some(keys);
+    }
+    plain_key(filter).map(|k| vec![k])
+}
+
+/// A filter's equality values on plain fields: none when it has anything
+/// else, or only `_id`.
+fn plain_key(filter: &RawDocument) -> Option<Key> {
     let mut keys = Vec::new();
     for (k, v) in filter.iter().flatten() {
         let k = k.as_str();
@@ -113,13 +162,15 @@ fn natural_key(filter: &RawDocument) -> Option<Vec<(String, u64)>> {
     (!keys.is_empty()).then_some(keys)
 }
 
-/// Whether `doc` holds every key value.
-fn holds(doc: &RawDocument, keys: &[(String, u64)]) -> bool {
-    keys.iter().all(|(k, h)| {
-        doc.get(k)
-            .ok()
-            .flatten()
-            .is_some_and(|v| value_hash(v) == *h)
+/// Whether `doc` holds every value of one of the keys.
+fn holds(doc: &RawDocument, keys: &[Key]) -> bool {
+    keys.iter().any(|key| {
+        key.iter().all(|(k, h)| {
+            doc.get(k)
+                .ok()
+                .flatten()
+                .is_some_and(|v| value_hash(v) == *h)
+        })
     })
 }
 
@@ -151,54 +202,129 @@ fn fed_by(set: &[(u64, u64)], read: &[(u64, u64)]) -> bool {
 }
 
 impl ReadThenWrite {
+    /// Counts an item of `read`'s shape by `f` and reports the shape when
+    /// its items make the case (see the module's words).
     fn record(
         &mut self,
         namespace: &str,
-        shape: &str,
+        read: &LastRead,
         pattern: &str,
         cx: &mut RuleContext<'_>,
         f: impl FnOnce(&mut Items),
     ) {
+        let shape = shape_text(cx, read.shape);
         let items = self
             .items
-            .entry((namespace.to_string(), shape.to_string()), cx.pool);
+            .entry((namespace.to_string(), shape.clone()), cx.pool);
         f(items);
-        let (inserted, updated, fed) = (items.inserted, items.updated, items.fed);
-        let written = inserted + updated;
-        if inserted == 0
-            || updated == 0
-            || (written as f64) < cx.threshold(&META, namespace, "min_items")
-            || fed > updated
-        {
+        let Items {
+            inserted,
+            updated,
+            fed,
+            kept,
+        } = *items;
+        let min_items = cx.threshold(&META, namespace, "min_items");
+        // Any update makes it an insert-or-update (silent when the reads
+        // fed the updates); none, a get-or-create.
+        let shown = if updated + fed > 0 {
+            (inserted + updated) as f64 >= min_items && fed <= updated
+        } else {
+            kept > 0 && (inserted + kept) as f64 >= min_items
+        };
+        if inserted == 0 || !shown {
             return;
         }
         let keys = shape
             .split_once('{')
-            .and_then(|(_, rest)| rest.split_once('}'))
+            .and_then(|(_, rest)| rest.rsplit_once('}'))
             .map_or(String::new(), |(k, _)| k.to_string());
         let mut evidence = BTreeMap::new();
         evidence.insert("read_shape".into(), json!(shape));
         evidence.insert("inserted_after_read".into(), json!(inserted));
-        evidence.insert("updated_after_read".into(), json!(updated));
-        evidence.insert("updates_fed_by_the_read".into(), json!(fed));
+        let (subject, severity, message) = if updated + fed > 0 {
+            evidence.insert("updated_after_read".into(), json!(updated));
+            evidence.insert("updates_fed_by_the_read".into(), json!(fed));
+            (
+                format!("read then write {{{keys}}}"),
+                META.severity,
+                format!(
+                    "items are found by {{{keys}}}, then inserted when missing ({inserted}) or updated ({updated}): \
+                     two round trips per item where one upsert is one, and two writers can both insert"
+                ),
+            )
+        } else {
+            // By the fields of every branch: each must be covered.
+            let covers: Vec<Cover> = read
+                .keys
+                .iter()
+                .map(|key| {
+                    let fields: Vec<&str> = key.iter().map(|(f, _)| f.as_str()).collect();
+                    cx.indexes.covers(namespace, &fields)
+                })
+                .collect();
+            let (severity, indexes) = if covers.iter().all(|c| *c == Cover::Unique) {
+                return;
+            } else if covers.contains(&Cover::Unknown) {
+                (
+                    Severity::Info,
+                    "wirelint has not seen this collection's indexes (no createIndexes, listIndexes or drop of it \
+                     went by): unless a unique index covers the key, two writers can both find nothing and both insert",
+                )
+            } else {
+                (
+                    Severity::Warning,
+                    "no unique index covers the key (its indexes were seen): two writers can both find nothing \
+                     and both insert, and nothing refuses the second",
+                )
+            };
+            evidence.insert("left_as_found".into(), json!(kept));
+            evidence.insert(
+                "unique_index".into(),
+                json!(if severity == Severity::Info {
+                    "unknown"
+                } else {
+                    "none"
+                }),
+            );
+            (
+                format!("get or create {{{keys}}}"),
+                severity,
+                format!(
+                    "items are found by {{{keys}}}, then inserted when missing ({inserted}) and left as found ({kept}); \
+                     {indexes}"
+                ),
+            )
+        };
         cx.report(
             &META,
             FindingDraft {
                 namespace: namespace.to_string(),
-                subject: format!("read then write {{{keys}}}"),
-                severity: META.severity,
+                subject,
+                severity,
                 // The pattern of the write (the read's is `shape`): the
                 // table's row the finding is about.
                 pattern: Some(pattern.to_string()),
-                shape: Some(shape.to_string()),
-                message: format!(
-                    "items are found by {{{keys}}}, then inserted when missing ({inserted}) or updated ({updated}): \
-                     two round trips per item where one upsert is one, and two writers can both insert"
-                ),
+                shape: Some(shape),
+                message,
                 evidence,
                 saving: None,
             },
         );
+    }
+
+    /// The last read on `namespace` is done with and nothing wrote its
+    /// item: when it found a document, the item was left as found.
+    fn retire(&mut self, namespace: &str, cx: &mut RuleContext<'_>) {
+        let Some(read) = self.last.remove(namespace) else {
+            return;
+        };
+        if read.found == Some(true) {
+            // Counted, not reported: a finding names its writes' pattern.
+            let shape = shape_text(cx, read.shape);
+            self.items
+                .entry((namespace.to_string(), shape), cx.pool)
+                .kept += 1;
+        }
     }
 }
 
@@ -213,40 +339,44 @@ impl Rule for ReadThenWrite {
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
         let ns = op.namespace;
+        if self.last.is_empty() && !matches!(op.cmd.kind, Kind::Find) {
+            return;
+        }
         match op.cmd.kind {
             Kind::Find => {
                 let single = matches!(op.cmd.limit(), Some(-2..=-1) | Some(1..=2));
-                match op.cmd.filter().filter(|_| single).and_then(natural_key) {
-                    Some(keys) => {
-                        self.last.insert(
-                            ns.to_string(),
-                            LastRead {
-                                shape: op.shape.hash,
-                                keys,
-                                found: None,
-                                id: None,
-                                // Charged whole when inserted.
-                                values: Vec::with_capacity(MAX_VALUES),
-                            },
-                            cx.pool,
-                        );
-                    }
-                    None if !self.last.is_empty() => {
-                        self.last.remove(ns);
-                    }
-                    None => {}
+                let keys = op.cmd.filter().filter(|_| single).and_then(natural_key);
+                if !self.last.is_empty() {
+                    self.retire(ns, cx);
+                }
+                if let Some(keys) = keys {
+                    self.last.insert(
+                        ns.to_string(),
+                        LastRead {
+                            shape: op.shape.hash,
+                            keys,
+                            found: None,
+                            id: None,
+                            // Charged whole when inserted.
+                            values: Vec::with_capacity(MAX_VALUES),
+                        },
+                        cx.pool,
+                    );
                 }
             }
             Kind::Insert => {
+                let holds_key = self.last.get_mut(ns).is_some_and(|read| {
+                    op.cmd.documents().into_iter().any(|d| holds(d, &read.keys))
+                });
+                if !holds_key {
+                    // Another item's document: this read's stays open.
+                    return;
+                }
                 let Some(read) = self.last.remove(ns) else {
                     return;
                 };
-                if read.found != Some(false) {
-                    return;
-                }
-                if op.cmd.documents().into_iter().any(|d| holds(d, &read.keys)) {
-                    let shape = shape_text(cx, read.shape);
-                    self.record(ns, &shape, op.pattern, cx, |i| i.inserted += 1);
+                if read.found == Some(false) {
+                    self.record(ns, &read, op.pattern, cx, |i| i.inserted += 1);
                 }
             }
             Kind::Update | Kind::FindAndModify => {
@@ -274,8 +404,7 @@ impl Rule for ReadThenWrite {
                     .update
                     .filter(|_| u.is_operator_update())
                     .is_some_and(|d| fed_by(&set_values(d), &read.values));
-                let shape = shape_text(cx, read.shape);
-                self.record(ns, &shape, op.pattern, cx, |i| {
+                self.record(ns, &read, op.pattern, cx, |i| {
                     if fed {
                         i.fed += 1;
                     } else {
@@ -307,7 +436,11 @@ impl Rule for ReadThenWrite {
             if k == "_id" {
                 read.id = Some(value_hash(v));
             } else if read.values.len() < MAX_VALUES
-                && !read.keys.iter().any(|(key, _)| key.as_str() == k.as_str())
+                && !read
+                    .keys
+                    .iter()
+                    .flatten()
+                    .any(|(key, _)| key.as_str() == k.as_str())
                 && !matches!(
                     v,
                     RawBsonRef::Document(_) | RawBsonRef::Array(_) | RawBsonRef::Null
@@ -344,17 +477,38 @@ mod tests {
     use super::*;
     use bson::rawdoc;
 
-    /// A natural key is plain equalities, not `_id`, not operators.
+    /// A natural key is plain equalities, not `_id`, not operators, or an
+    /// `$or` alone of such branches.
     #[test]
     fn natural_keys_are_plain_equalities() {
-        let keys = |d: bson::RawDocumentBuf| natural_key(&d).map(|k| k.len());
-        assert_eq!(keys(rawdoc! {"supplierId": "s1", "sku": "A-1"}), Some(2));
-        assert_eq!(keys(rawdoc! {"email": {"$eq": "a@b.c"}}), Some(1));
+        let keys = |d: bson::RawDocumentBuf| {
+            natural_key(&d).map(|k| k.iter().map(|b| b.len()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            keys(rawdoc! {"supplierId": "s1", "sku": "A-1"}),
+            Some(vec![2])
+        );
+        assert_eq!(keys(rawdoc! {"email": {"$eq": "a@b.c"}}), Some(vec![1]));
         assert_eq!(keys(rawdoc! {"_id": 3}), None);
         assert_eq!(keys(rawdoc! {"sku": "A", "_id": 3}), None);
         assert_eq!(keys(rawdoc! {"price": {"$gt": 3}}), None);
-        assert_eq!(keys(rawdoc! {"$or": [{"a": 1}]}), None);
+        assert_eq!(
+            keys(rawdoc! {"$or": [{"identifier": "x"}, {"created_at": 1, "eventType": "Bolus"}]}),
+            Some(vec![1, 2])
+        );
+        assert_eq!(keys(rawdoc! {"$or": [{"a": 1}, {"_id": 2}]}), None);
+        assert_eq!(keys(rawdoc! {"$or": [{"a": 1}], "b": 2}), None);
+        assert_eq!(keys(rawdoc! {"$or": []}), None);
         assert_eq!(keys(rawdoc! {}), None);
+        // A document holds an `$or` key when it holds one branch whole.
+        let or =
+            natural_key(&rawdoc! {"$or": [{"identifier": "x"}, {"at": 1, "type": "B"}]}).unwrap();
+        assert!(holds(&rawdoc! {"identifier": "x", "at": 9}, &or));
+        assert!(holds(
+            &rawdoc! {"identifier": "y", "at": 1, "type": "B"},
+            &or
+        ));
+        assert!(!holds(&rawdoc! {"identifier": "y", "at": 1}, &or));
     }
 
     #[test]

@@ -323,6 +323,13 @@ impl Engine {
                 // Learnt from the reply, if the server accepted it.
                 self.remember(conn, request_id, Pending::new(at, parsed, None, false));
             }
+            // What a collection's indexes are: learnt from the reply, if
+            // the server accepted it (see `indexes`).
+            Kind::CreateIndexes | Kind::ListIndexes | Kind::Drop | Kind::DropDatabase
+                if expects_reply =>
+            {
+                self.remember(conn, request_id, Pending::new(at, parsed, None, false));
+            }
             // The handshake names the application: a test runner's
             // parallel workers are told apart by it (see `suite`).
             Kind::Hello => {
@@ -465,8 +472,19 @@ impl Engine {
         let reply = index.and_then(|i| Reply::at(frame, &i));
         // Taken, not cloned: the request is done with once answered.
         let Some(mut origin) = pending.origin.take() else {
-            match pending.request.command().map(|c| c.kind) {
-                Some(Kind::Hello) => self.learn_target(reply.as_ref()),
+            match pending.request.command() {
+                Some(c) if c.kind == Kind::Hello => self.learn_target(reply.as_ref()),
+                Some(
+                    c @ Command {
+                        kind:
+                            Kind::CreateIndexes | Kind::ListIndexes | Kind::Drop | Kind::DropDatabase,
+                        ..
+                    },
+                ) => {
+                    if let Some(reply) = &reply {
+                        lock(&self.knowledge).indexes.learn(c, reply);
+                    }
+                }
                 _ => self.learn_partition_key(&pending, reply.as_ref()),
             }
             return;
