@@ -39,14 +39,14 @@ pub struct Doc<'a> {
     /// The values of the top-level fields [`Doc::keyed`] was asked for,
     /// hashed in the same walk (a partition key's; see [`Doc::key_value`]).
     key: KeyValue,
-    /// How many fields [`Doc::keyed`] looked for.
-    key_fields: u8,
 }
 
 /// The top-level fields [`Doc::keyed`] was asked for, as the walk found
 /// them (the first of each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyValue {
+    /// None was asked for ([`Doc::new`]).
+    NotAsked,
     /// One of them is not in the document.
     Absent,
     /// The [`tuple_hash`] of their [`value_hash`](super::value_hash)es,
@@ -92,6 +92,9 @@ impl Top<'_, '_> {
 
     /// What was found of the fields asked for.
     fn key_value(&self) -> KeyValue {
+        if self.key.is_empty() {
+            return KeyValue::NotAsked;
+        }
         let mut h = TUPLE_HASH_START;
         for found in &self.found[..self.key.len()] {
             match found {
@@ -143,14 +146,7 @@ impl<'a> Doc<'a> {
             id: top.id.and_then(|e| hash_of_id(raw, &e)),
             terms,
             key: top.key_value(),
-            key_fields: top.key.len() as u8,
         }
-    }
-
-    /// How many top-level fields [`Doc::keyed`] looked for (those after
-    /// [`MAX_KEY_FIELDS`] are not).
-    pub fn key_fields(&self) -> usize {
-        self.key_fields as usize
     }
 
     /// The values of the fields [`Doc::keyed`] was asked for.

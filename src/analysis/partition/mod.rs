@@ -478,13 +478,10 @@ pub fn inserted_key_hash(
 ) -> Option<u64> {
     use crate::analysis::namespaces::KeyValue;
     // Walked for `key.top_fields()`: every path, or none.
-    if doc.key_fields() != key.paths.len() {
-        return document_key_hash(doc.raw, key);
-    }
     match doc.key_value() {
         KeyValue::Absent => None,
         KeyValue::Hashed(h) => Some(h),
-        KeyValue::Other => document_key_hash(doc.raw, key),
+        KeyValue::Other | KeyValue::NotAsked => document_key_hash(doc.raw, key),
     }
 }
 
