@@ -14,8 +14,8 @@
 
 use super::budget::{Lru, Pool, ENTRY_OVERHEAD};
 use super::command::{Command, Kind, Reply};
-use super::hash::fnv1a;
-use bson::{RawBsonRef, RawDocument};
+use super::hash::{fnv1a, fnv1a_continue};
+use crate::wire::bson_walk;
 use std::sync::Arc;
 
 /// Fields of a unique index kept, at most.
@@ -52,9 +52,9 @@ pub enum Cover {
 /// The unique indexes of the collections the traffic showed.
 pub struct Indexes {
     collections: Lru<String, Known>,
-    /// Databases dropped (as their logical names): their collections start
-    /// again with `_id`'s index alone.
-    dropped: Lru<String, ()>,
+    /// Databases dropped (their logical names, hashed): their collections
+    /// start again with `_id`'s index alone.
+    dropped: Lru<u64, ()>,
 }
 
 impl Default for Indexes {
@@ -74,9 +74,7 @@ impl Indexes {
                     + MAX_UNIQUE * (24 + MAX_FIELDS * 8)
                     + ENTRY_OVERHEAD
             }),
-            dropped: Lru::in_pool(MAX_DROPPED_DATABASES, pool, |db, _| {
-                db.len() + ENTRY_OVERHEAD
-            }),
+            dropped: Lru::in_pool(MAX_DROPPED_DATABASES, pool, |_, _| 8 + ENTRY_OVERHEAD),
         }
     }
 
@@ -89,21 +87,29 @@ impl Indexes {
         }
         match cmd.kind {
             Kind::DropDatabase => {
-                let db = match cmd.folded_prefix() {
-                    Some(prefix) => format!("{prefix}*"),
-                    None => cmd.db.to_string(),
+                // The logical database: `app_test_*` when folded.
+                let (db, star) = match cmd.folded_prefix() {
+                    Some(prefix) => (prefix, "*"),
+                    None => (cmd.db, ""),
                 };
-                let prefix = format!("{db}.");
-                let gone: Vec<String> = self
-                    .collections
-                    .iter()
-                    .filter(|(ns, _)| ns.starts_with(&prefix))
-                    .map(|(ns, _)| ns.clone())
-                    .collect();
-                for ns in gone {
-                    self.collections.remove(&ns);
+                let of_db = |ns: &str| {
+                    ns.strip_prefix(db)
+                        .and_then(|rest| rest.strip_prefix(star))
+                        .is_some_and(|rest| rest.starts_with('.'))
+                };
+                if self.collections.iter().any(|(ns, _)| of_db(ns)) {
+                    let gone: Vec<String> = self
+                        .collections
+                        .iter()
+                        .filter(|(ns, _)| of_db(ns))
+                        .map(|(ns, _)| ns.clone())
+                        .collect();
+                    for ns in gone {
+                        self.collections.remove(&ns);
+                    }
                 }
-                self.dropped.get_or_insert_with(&db, || ());
+                let hash = fnv1a_continue(fnv1a(db.as_bytes()), star.as_bytes());
+                self.dropped.get_or_insert_with(&hash, || ());
             }
             Kind::Drop => {
                 if let Some(ns) = cmd.namespace() {
@@ -114,13 +120,12 @@ impl Indexes {
                 }
             }
             Kind::CreateIndexes => {
-                let (Some(ns), Some(specs)) = (cmd.namespace(), cmd.get_array("indexes")) else {
+                let (Some(ns), Some(specs)) = (cmd.namespace(), index_specs(cmd)) else {
                     return;
                 };
-                let known = self.known_mut(&ns);
-                for spec in specs.into_iter().flatten() {
-                    if let Some(fields) = spec.as_document().and_then(unique_fields) {
-                        add_unique(known, fields);
+                for spec in specs {
+                    if let Some(fields) = unique_fields(spec) {
+                        add_unique(self.known_mut(&ns), fields);
                     }
                 }
             }
@@ -135,7 +140,7 @@ impl Indexes {
                     known.unique.clear();
                 }
                 for spec in &batch.documents {
-                    if let Some(fields) = unique_fields(spec) {
+                    if let Some(fields) = unique_fields(spec.as_bytes()) {
                         add_unique(known, fields);
                     }
                 }
@@ -171,7 +176,7 @@ impl Indexes {
     fn database_dropped(&self, namespace: &str) -> bool {
         namespace
             .split_once('.')
-            .is_some_and(|(db, _)| self.dropped.get(db).is_some())
+            .is_some_and(|(db, _)| self.dropped.get(&fnv1a(db.as_bytes())).is_some())
     }
 
     /// `namespace`'s entry, made (complete when its database was seen
@@ -186,29 +191,57 @@ impl Indexes {
 }
 
 /// The fields (hashed) of an index spec (`{key: {a: 1, b: -1}, name,
-/// unique: true}`) when it is unique and has at most
-/// [`MAX_FIELDS`]. A partial unique index counts: it refuses a second
-/// document with the key among those it indexes.
-fn unique_fields(spec: &RawDocument) -> Option<Vec<u64>> {
-    let unique = match spec.get("unique").ok().flatten()? {
-        RawBsonRef::Boolean(b) => b,
-        RawBsonRef::Int32(n) => n != 0,
-        RawBsonRef::Int64(n) => n != 0,
-        RawBsonRef::Double(n) => n != 0.0,
-        _ => false,
-    };
-    if !unique {
+/// unique: true}`) when it is unique and has at most [`MAX_FIELDS`]. A
+/// partial unique index counts: it refuses a second document with the key
+/// among those it indexes. Read on the raw bytes.
+fn unique_fields(spec: &[u8]) -> Option<Vec<u64>> {
+    if !is_unique(spec) {
         return None;
     }
-    let key = spec.get_document("key").ok()?;
+    let key = bson_walk::field(spec, b"key").filter(|e| e.element_type == 0x03)?;
+    let key = key.value;
     let mut fields = Vec::new();
-    for (name, _) in key.iter().flatten() {
+    for e in bson_walk::elements(key) {
         if fields.len() == MAX_FIELDS {
             return None;
         }
-        fields.push(fnv1a(name.as_str().as_bytes()));
+        fields.push(fnv1a(e.ok()?.key));
     }
     (!fields.is_empty()).then_some(fields)
+}
+
+/// Whether an index spec says `unique` (true, or a non-zero number).
+fn is_unique(spec: &[u8]) -> bool {
+    bson_walk::field(spec, b"unique").is_some_and(|e| match e.element_type {
+        0x08 => e.as_bool() == Some(true),
+        // A number: any non-zero bytes (int32, int64, double).
+        0x01 | 0x10 | 0x12 => e.value.iter().any(|b| *b != 0),
+        _ => false,
+    })
+}
+
+/// Whether the server's answer to `cmd` can teach anything of indexes: a
+/// `listIndexes`, a drop, or a `createIndexes` of at least one unique
+/// index (most create none: their replies are not waited for).
+pub fn teaches(cmd: &Command<'_>) -> bool {
+    match cmd.kind {
+        Kind::ListIndexes | Kind::Drop | Kind::DropDatabase => true,
+        Kind::CreateIndexes => index_specs(cmd).is_some_and(|mut specs| specs.any(is_unique)),
+        _ => false,
+    }
+}
+
+/// A `createIndexes`' index specs, as raw documents.
+fn index_specs<'a>(cmd: &Command<'a>) -> Option<impl Iterator<Item = &'a [u8]>> {
+    let Some(bson_walk::Value::Array(specs)) = cmd.value("indexes") else {
+        return None;
+    };
+    Some(
+        bson_walk::elements(specs)
+            .map_while(Result::ok)
+            .filter(|spec| spec.element_type == 0x03)
+            .map(|spec| spec.value),
+    )
 }
 
 fn add_unique(known: &mut Known, fields: Vec<u64>) {
@@ -225,16 +258,53 @@ mod tests {
 
     /// `ix` learns from `request` answered by `reply`.
     fn learn(ix: &mut Indexes, request: bson::RawDocumentBuf, reply: bson::RawDocumentBuf) {
+        learn_folded(ix, request, reply, &crate::analysis::databases::Fold::Off);
+    }
+
+    /// [`learn`], its database folded by `fold`.
+    fn learn_folded(
+        ix: &mut Indexes,
+        request: bson::RawDocumentBuf,
+        reply: bson::RawDocumentBuf,
+        fold: &crate::analysis::databases::Fold,
+    ) {
         let request = op_msg::encode(1, 0, 0, request.as_bytes(), &[]);
         let reply = op_msg::encode(2, 1, 0, reply.as_bytes(), &[]);
         let (request, reply) = (
             Message::parse(&request).unwrap(),
             Message::parse(&reply).unwrap(),
         );
-        ix.learn(
-            &Command::parse(&request).unwrap(),
-            &Reply::parse(&reply).unwrap(),
+        let mut cmd = Command::parse(&request).unwrap();
+        cmd.fold_db(fold);
+        ix.learn(&cmd, &Reply::parse(&reply).unwrap());
+    }
+
+    /// A test's database dropped, folded with the others of its suite
+    /// (`app_test_*`): what was known of the suite's collections is
+    /// forgotten, and they start again with `_id`'s index alone; other
+    /// databases are untouched.
+    #[test]
+    fn a_folded_database_dropped_is_every_tests_database() {
+        use crate::analysis::databases::Fold;
+        let mut ix = Indexes::default();
+        let fold = Fold::Auto;
+        let ok = || rawdoc! {"ok": 1.0};
+        let unique = |db: &str| {
+            rawdoc! {"createIndexes": "members", "indexes": [{"key": {"email": 1}, "name": "e", "unique": true}], "$db": db}
+        };
+        learn_folded(&mut ix, unique("app_test_1a2b3c4d"), ok(), &fold);
+        learn_folded(&mut ix, unique("app"), ok(), &fold);
+        let ns = "app_test_*.members";
+        assert_eq!(ix.covers(ns, &["email"]), Cover::Unique);
+        learn_folded(
+            &mut ix,
+            rawdoc! {"dropDatabase": 1, "$db": "app_test_9f8e7d6c"},
+            ok(),
+            &fold,
         );
+        assert_eq!(ix.covers(ns, &["email"]), Cover::None);
+        assert_eq!(ix.covers("app_test_*.loans", &["memberId"]), Cover::None);
+        assert_eq!(ix.covers("app.members", &["email"]), Cover::Unique);
     }
 
     /// A unique index created covers a key holding its fields; one not
@@ -291,6 +361,28 @@ mod tests {
             ix.covers("other.subs", &["threadId", "userId"]),
             Cover::Unknown
         );
+    }
+
+    /// Only commands that can change what is known are waited for: a
+    /// `createIndexes` of plain indexes is not.
+    #[test]
+    fn replies_worth_waiting_for() {
+        let teaches_it = |body: bson::RawDocumentBuf| {
+            let frame = op_msg::encode(1, 0, 0, body.as_bytes(), &[]);
+            let msg = Message::parse(&frame).unwrap();
+            teaches(&Command::parse(&msg).unwrap())
+        };
+        let create = |unique: bson::RawBson| {
+            rawdoc! {"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a"}, {"key": {"b": 1}, "name": "b", "unique": unique}], "$db": "d"}
+        };
+        assert!(teaches_it(create(bson::RawBson::Boolean(true))));
+        assert!(teaches_it(create(bson::RawBson::Int32(1))));
+        assert!(!teaches_it(create(bson::RawBson::Boolean(false))));
+        assert!(!teaches_it(create(bson::RawBson::Double(0.0))));
+        assert!(teaches_it(rawdoc! {"drop": "c", "$db": "d"}));
+        assert!(teaches_it(rawdoc! {"dropDatabase": 1, "$db": "d"}));
+        assert!(teaches_it(rawdoc! {"listIndexes": "c", "$db": "d"}));
+        assert!(!teaches_it(rawdoc! {"find": "c", "$db": "d"}));
     }
 
     /// A collection dropped has `_id`'s index alone; a listing with no more

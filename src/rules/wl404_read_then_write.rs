@@ -111,14 +111,17 @@ impl crate::analysis::budget::Weight for Items {
 #[derive(Default)]
 pub struct ReadThenWrite {
     last: RuleTable<String, LastRead>,
-    /// (namespace, read shape) → items.
-    items: RuleTable<(String, String), Items>,
+    /// (namespace, read shape), hashed → items.
+    items: RuleTable<(u64, u64), Items>,
 }
 
 /// A filter's natural key: its equality values on plain fields (not
 /// `_id`, not operators), or the branches of an `$or` that is its only
 /// field, each such a key. None when it has anything else, or only `_id`.
 fn natural_key(filter: &RawDocument) -> Option<Vec<Key>> {
+    if crate::wire::bson_walk::first_key(filter.as_bytes()) != Some(b"$or") {
+        return plain_key(filter).map(|k| vec![k]);
+    }
     let mut fields = filter.iter().flatten();
     if let (Some(("$or", RawBsonRef::Array(branches))), None) =
         (fields.next().map(|(k, v)| (k.as_str(), v)), fields.next())
@@ -135,7 +138,7 @@ fn natural_key(filter: &RawDocument) -> Option<Vec<Key>> {
         }
         return (!keys.is_empty()).then_some(keys);
     }
-    plain_key(filter).map(|k| vec![k])
+    None
 }
 
 /// A filter's equality values on plain fields: none when it has anything
@@ -212,10 +215,9 @@ impl ReadThenWrite {
         cx: &mut RuleContext<'_>,
         f: impl FnOnce(&mut Items),
     ) {
-        let shape = shape_text(cx, read.shape);
         let items = self
             .items
-            .entry((namespace.to_string(), shape.clone()), cx.pool);
+            .entry((fnv1a(namespace.as_bytes()), read.shape), cx.pool);
         f(items);
         let Items {
             inserted,
@@ -234,6 +236,7 @@ impl ReadThenWrite {
         if inserted == 0 || !shown {
             return;
         }
+        let shape = shape_text(cx, read.shape);
         let keys = shape
             .split_once('{')
             .and_then(|(_, rest)| rest.rsplit_once('}'))
@@ -320,9 +323,8 @@ impl ReadThenWrite {
         };
         if read.found == Some(true) {
             // Counted, not reported: a finding names its writes' pattern.
-            let shape = shape_text(cx, read.shape);
             self.items
-                .entry((namespace.to_string(), shape), cx.pool)
+                .entry((fnv1a(namespace.as_bytes()), read.shape), cx.pool)
                 .kept += 1;
         }
     }

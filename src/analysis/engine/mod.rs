@@ -326,7 +326,7 @@ impl Engine {
             // What a collection's indexes are: learnt from the reply, if
             // the server accepted it (see `indexes`).
             Kind::CreateIndexes | Kind::ListIndexes | Kind::Drop | Kind::DropDatabase
-                if expects_reply =>
+                if expects_reply && super::indexes::teaches(cmd) =>
             {
                 self.remember(conn, request_id, Pending::new(at, parsed, None, false));
             }
