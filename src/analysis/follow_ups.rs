@@ -28,8 +28,8 @@
 
 use super::budget::short_key;
 use super::command::{Command, Kind, Reply};
-use super::knowledge::RequestOrigin;
 use super::namespaces::{element_hash, value_hash};
+use super::origin::RequestOrigin;
 use crate::wire::{bson_walk, Message};
 use bson::{RawBsonRef, RawDocument};
 use bytes::Bytes;
@@ -977,7 +977,7 @@ impl ParentWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::knowledge::ShapeFacts;
+    use crate::analysis::origin::ShapeFacts;
     use crate::analysis::shape::Shape;
     use bson::rawdoc;
 

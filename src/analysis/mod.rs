@@ -53,6 +53,7 @@ pub mod hash;
 pub mod indexes;
 pub mod knowledge;
 pub mod namespaces;
+pub mod origin;
 mod panic_hook;
 pub mod partition;
 pub mod patterns;

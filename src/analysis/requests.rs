@@ -37,7 +37,7 @@
 
 use super::budget::{Charge, Pool};
 use super::follow_ups::{FollowUpQuery, Link, ListRead};
-use super::knowledge::RequestOrigin;
+use super::origin::RequestOrigin;
 use super::patterns::{Invocation, NamedBy};
 use super::shape::Shape;
 use super::trace_context::TraceId;

@@ -5,7 +5,8 @@
 use super::ParsedRequest;
 use super::{lock, FastMap};
 use crate::analysis::budget::{Charge, Pool};
-use crate::analysis::knowledge::{Knowledge, RequestOrigin};
+use crate::analysis::knowledge::Knowledge;
+use crate::analysis::origin::RequestOrigin;
 use crate::analysis::requests::Requests;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

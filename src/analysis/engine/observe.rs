@@ -5,8 +5,9 @@
 use super::connection::Pending;
 use crate::analysis::command::{Command, CursorBatch, Kind, Reply};
 use crate::analysis::findings::FindingEvent;
-use crate::analysis::knowledge::{Knowledge, RequestOrigin};
+use crate::analysis::knowledge::Knowledge;
 use crate::analysis::namespaces::Doc;
+use crate::analysis::origin::RequestOrigin;
 use crate::analysis::partition;
 use crate::analysis::request_units::Inserted;
 use crate::analysis::rule::{CompletedOp, DocSource, Hooks, OpView};
