@@ -478,6 +478,12 @@ impl Known<'_> {
                     .get()
                     .filter(|s| s.doc_sizes.count > 0)
                     .map_or(0, |s| {
+                        // Within one partition even at the largest size
+                        // seen: no median needed (it is never above it).
+                        let most = s.doc_sizes.max.max(1).saturating_mul(s.documents_seen);
+                        if most <= PHYSICAL_PARTITION_BYTES {
+                            return most;
+                        }
                         s.doc_sizes.median().max(1).saturating_mul(s.documents_seen)
                     });
                 partitions_for(data)
