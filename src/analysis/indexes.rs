@@ -97,16 +97,14 @@ impl Indexes {
                         .and_then(|rest| rest.strip_prefix(star))
                         .is_some_and(|rest| rest.starts_with('.'))
                 };
-                if self.collections.iter().any(|(ns, _)| of_db(ns)) {
-                    let gone: Vec<String> = self
-                        .collections
-                        .iter()
-                        .filter(|(ns, _)| of_db(ns))
-                        .map(|(ns, _)| ns.clone())
-                        .collect();
-                    for ns in gone {
-                        self.collections.remove(&ns);
-                    }
+                let gone: Vec<String> = self
+                    .collections
+                    .iter()
+                    .filter(|(ns, _)| of_db(ns))
+                    .map(|(ns, _)| ns.clone())
+                    .collect();
+                for ns in gone {
+                    self.collections.remove(&ns);
                 }
                 let hash = fnv1a_continue(fnv1a(db.as_bytes()), star.as_bytes());
                 self.dropped.get_or_insert_with(&hash, || ());
@@ -218,6 +216,14 @@ fn is_unique(spec: &[u8]) -> bool {
         0x01 | 0x10 | 0x12 => e.value.iter().any(|b| *b != 0),
         _ => false,
     })
+}
+
+/// The commands whose accepted replies say something of indexes.
+pub fn is_about_indexes(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::CreateIndexes | Kind::ListIndexes | Kind::Drop | Kind::DropDatabase
+    )
 }
 
 /// Whether the server's answer to `cmd` can teach anything of indexes: a

@@ -215,9 +215,7 @@ impl ReadThenWrite {
         cx: &mut RuleContext<'_>,
         f: impl FnOnce(&mut Items),
     ) {
-        let items = self
-            .items
-            .entry((fnv1a(namespace.as_bytes()), read.shape), cx.pool);
+        let items = self.items_of(namespace, read, cx);
         f(items);
         let Items {
             inserted,
@@ -323,10 +321,14 @@ impl ReadThenWrite {
         };
         if read.found == Some(true) {
             // Counted, not reported: a finding names its writes' pattern.
-            self.items
-                .entry((fnv1a(namespace.as_bytes()), read.shape), cx.pool)
-                .kept += 1;
+            self.items_of(namespace, &read, cx).kept += 1;
         }
+    }
+
+    /// The items of `read`'s shape on `namespace`.
+    fn items_of(&mut self, namespace: &str, read: &LastRead, cx: &RuleContext<'_>) -> &mut Items {
+        self.items
+            .entry((fnv1a(namespace.as_bytes()), read.shape), cx.pool)
     }
 }
 
@@ -367,7 +369,7 @@ impl Rule for ReadThenWrite {
                 }
             }
             Kind::Insert => {
-                let holds_key = self.last.get_mut(ns).is_some_and(|read| {
+                let holds_key = self.last.get(ns).is_some_and(|read| {
                     op.cmd.documents().into_iter().any(|d| holds(d, &read.keys))
                 });
                 if !holds_key {

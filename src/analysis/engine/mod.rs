@@ -326,9 +326,7 @@ impl Engine {
             }
             // What a collection's indexes are: learnt from the reply, if
             // the server accepted it (see `indexes`).
-            Kind::CreateIndexes | Kind::ListIndexes | Kind::Drop | Kind::DropDatabase
-                if expects_reply && super::indexes::teaches(cmd) =>
-            {
+            _ if expects_reply && super::indexes::teaches(cmd) => {
                 self.remember(conn, request_id, Pending::new(at, parsed, None, false));
             }
             // The handshake names the application: a test runner's
@@ -475,13 +473,7 @@ impl Engine {
         let Some(mut origin) = pending.origin.take() else {
             match pending.request.command() {
                 Some(c) if c.kind == Kind::Hello => self.learn_target(reply.as_ref()),
-                Some(
-                    c @ Command {
-                        kind:
-                            Kind::CreateIndexes | Kind::ListIndexes | Kind::Drop | Kind::DropDatabase,
-                        ..
-                    },
-                ) => {
+                Some(c) if super::indexes::is_about_indexes(c.kind) => {
                     if let Some(reply) = &reply {
                         lock(&self.knowledge).indexes.learn(c, reply);
                     }

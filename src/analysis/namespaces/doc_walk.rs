@@ -49,8 +49,9 @@ pub enum KeyValue {
     NotAsked,
     /// One of them is not in the document.
     Absent,
-    /// The [`tuple_hash`] of their [`value_hash`](super::value_hash)es,
-    /// in the order asked, taken from their bytes.
+    /// Their [`value_hash`](super::value_hash)es, taken from their
+    /// bytes, combined in the order asked ([`tuple_hash_continue`]); of
+    /// one field in [`Top`], its own.
     Hashed(u64),
     /// All there, but one not hashed in the walk: an embedded document (a
     /// reader may take its `$eq` for the value) or a type hashed only once
@@ -64,10 +65,9 @@ pub const MAX_KEY_FIELDS: usize = 4;
 /// What the walk picks up at a document's top level.
 struct Top<'d, 'k> {
     id: Option<bson_walk::Element<'d>>,
-    /// The fields asked for, and their values' hashes once found (`None`:
-    /// found, not hashed in the walk; see [`KeyValue::Other`]).
+    /// The fields asked for, and what was found of each.
     key: &'k [String],
-    found: [Option<Option<u64>>; MAX_KEY_FIELDS],
+    found: [KeyValue; MAX_KEY_FIELDS],
     /// How many of them are still to find.
     left: usize,
 }
@@ -80,12 +80,12 @@ impl Top<'_, '_> {
         let asked = self.key.iter().zip(&mut self.found);
         if let Some((_, found)) = asked
             .into_iter()
-            .find(|(name, found)| found.is_none() && name.as_bytes() == element.key)
+            .find(|(name, found)| **found == KeyValue::Absent && name.as_bytes() == element.key)
         {
-            *found = Some(match element.element_type {
-                0x03 => None,
-                _ => element_hash(element),
-            });
+            *found = match element.element_type {
+                0x03 => KeyValue::Other,
+                _ => element_hash(element).map_or(KeyValue::Other, KeyValue::Hashed),
+            };
             self.left -= 1;
         }
     }
@@ -97,10 +97,9 @@ impl Top<'_, '_> {
         }
         let mut h = TUPLE_HASH_START;
         for found in &self.found[..self.key.len()] {
-            match found {
-                None => return KeyValue::Absent,
-                Some(None) => return KeyValue::Other,
-                Some(Some(v)) => h = tuple_hash_continue(h, *v),
+            match *found {
+                KeyValue::Hashed(v) => h = tuple_hash_continue(h, v),
+                other => return other,
             }
         }
         KeyValue::Hashed(h)
@@ -120,7 +119,7 @@ impl<'a> Doc<'a> {
         let mut top = Top {
             id: None,
             key: &key[..key.len().min(MAX_KEY_FIELDS)],
-            found: [None; MAX_KEY_FIELDS],
+            found: [KeyValue::Absent; MAX_KEY_FIELDS],
             left: key.len().min(MAX_KEY_FIELDS),
         };
         let mut terms = 0;
