@@ -118,9 +118,36 @@ const MAX_NAMESPACES_PER_PATTERN: usize = 16;
 const MAX_ERROR_CODES: usize = 16;
 /// Where error codes past [`MAX_ERROR_CODES`] are counted.
 pub const OTHER_ERROR: i32 = i32::MIN;
-/// Heap bytes of a pattern's latency histogram (1 µs to 1 h at two
-/// significant digits: 3,328 u64 counts; see `tests/memory_budget.rs`).
+/// Heap bytes of a pattern's latency histogram at most (1 µs to 1 h at
+/// two significant digits: 3,328 u64 counts; see `tests/memory_budget.rs`).
 pub const LATENCY_HIST_HEAP: usize = 26_624;
+/// The longest latency a pattern's histogram records: an hour.
+pub const LATENCY_MAX_MICROS: u64 = 3_600_000_000;
+
+/// A pattern's latency histogram: made for calls of up to about a second
+/// (half the counts to zero when a pattern is first seen: a suite that
+/// makes a database per test makes patterns all along); see
+/// [`record_latency`] for a slower one.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1 << 20, 2).expect("valid histogram bounds")
+}
+
+/// Records a call's latency in µs: past the histogram's range, it is first
+/// made whole (up to [`LATENCY_MAX_MICROS`], [`LATENCY_HIST_HEAP`] bytes);
+/// past an hour, it is not recorded.
+pub fn record_latency(h: &mut Histogram<u64>, micros: u64) {
+    let micros = micros.max(1);
+    if micros > LATENCY_MAX_MICROS {
+        return;
+    }
+    if micros > h.high() {
+        let mut whole =
+            Histogram::new_with_bounds(1, LATENCY_MAX_MICROS, 2).expect("valid histogram bounds");
+        let _ = whole.add(&*h);
+        *h = whole;
+    }
+    let _ = h.record(micros);
+}
 
 /// What a pattern's entry weighs at most: its name, the histogram, and
 /// its lists at their caps.
@@ -159,8 +186,7 @@ impl PatternStats {
             batches: 0,
             explained: 0,
             chatty_shapes: Vec::new(),
-            latency: Histogram::new_with_bounds(1, 3_600_000_000, 2)
-                .expect("valid histogram bounds"),
+            latency: latency_histogram(),
             docs_returned: 0,
             bytes_returned: 0,
             errors: BTreeMap::new(),
@@ -417,7 +443,7 @@ impl PatternTable {
         stats.bytes_returned += inv.bytes - before(|c| c.bytes);
         stats.request_units += inv.request_units - counted.map_or(0.0, |c| c.request_units);
         if counted.is_none() {
-            let _ = stats.latency.record(inv.latency_micros.max(1));
+            record_latency(&mut stats.latency, inv.latency_micros);
         }
         let old_errors = counted.map_or(0, |c| c.errors.len());
         for code in inv.errors.iter().skip(old_errors) {
@@ -503,6 +529,23 @@ mod tests {
     /// The same six constants call after call recur, also when a call is
     /// seen split (one read answered before the proxy read the other
     /// five); other users' different constants do not.
+    /// A latency histogram starts at about a second and is made whole by
+    /// a slower call, keeping what it held; past an hour nothing is kept.
+    #[test]
+    fn a_slow_call_widens_the_latency_histogram() {
+        let mut h = latency_histogram();
+        record_latency(&mut h, 0);
+        record_latency(&mut h, 800);
+        assert!(h.high() < 2_000_000);
+        record_latency(&mut h, 2_000_000);
+        assert!(h.high() >= LATENCY_MAX_MICROS);
+        record_latency(&mut h, LATENCY_MAX_MICROS + 1);
+        assert_eq!(h.len(), 3);
+        assert_eq!(h.min(), 1);
+        assert!(h.equivalent(h.value_at_quantile(0.5), 800));
+        assert!(h.equivalent(h.max(), 2_000_000));
+    }
+
     #[test]
     fn bursts_recur_by_their_members_constants() {
         let mut b = BurstStats::default();

@@ -207,12 +207,19 @@ impl RuleSettings {
 
     /// A threshold the user set (for `namespace`, else for the rule), if
     /// any.
+    #[inline]
     pub fn configured(&self, meta: &RuleMeta, namespace: &str, name: &str) -> Option<f64> {
         // Rules ask per document: with nothing configured (the common
-        // case) there is nothing to find.
+        // case) there is nothing to find, and the question is answered
+        // where it is asked.
         if self.rules.is_empty() && self.per_namespace.is_empty() {
             return None;
         }
+        self.configured_here(meta, namespace, name)
+    }
+
+    #[inline(never)]
+    fn configured_here(&self, meta: &RuleMeta, namespace: &str, name: &str) -> Option<f64> {
         let pick = |o: Option<&RuleOverrides>| o.and_then(|o| o.thresholds.get(name).copied());
         pick(self.for_namespace(namespace, meta.id)).or_else(|| pick(self.rules.get(meta.id)))
     }

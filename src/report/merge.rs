@@ -315,7 +315,8 @@ fn add_tests(into: &mut Vec<TestCount>, from: &[TestCount]) {
 }
 
 fn histogram(buckets: &[[u64; 2]]) -> Histogram<u64> {
-    let mut h = Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid histogram bounds");
+    let mut h = Histogram::new_with_bounds(1, crate::analysis::patterns::LATENCY_MAX_MICROS, 2)
+        .expect("valid histogram bounds");
     for [value, count] in buckets {
         let _ = h.record_n(*value, *count);
     }
