@@ -192,6 +192,88 @@ fn partition_keys_are_learnt_from_accepted_commands_only() {
     );
 }
 
+/// Under `cosmos-ru` a scatter-gather query says what targeting it saves
+/// (its base charge on every physical partition but one) only when its
+/// collection spans more than one: over one there is nothing to save, and
+/// neither the saving nor the partition count is written.
+#[test]
+fn a_scatter_gather_saves_only_over_several_physical_partitions() {
+    use wirelint::analysis::request_units as ru;
+    use wirelint::analysis::target::Target;
+    let run = |partitions: Option<u32>| {
+        let k = knowledge();
+        let mut request_units = ru::Settings::default();
+        if let Some(n) = partitions {
+            request_units.collections.insert(
+                "blog.posts".into(),
+                ru::Collection {
+                    physical_partitions: Some(n),
+                    ..Default::default()
+                },
+            );
+        }
+        k.lock().unwrap().configure(&wirelint::analysis::Settings {
+            target: Some(Target::CosmosRu),
+            request_units,
+            ..Default::default()
+        });
+        let mut e = Engine::new(k.clone(), None);
+        let t = Instant::now();
+        let shard =
+            rawdoc! {"shardCollection": "blog.posts", "key": {"postId": "hashed"}, "$db": "admin"};
+        e.message(
+            3,
+            Direction::Request,
+            t,
+            Bytes::from(encode(50, 0, 0, shard.as_bytes(), &[])),
+        );
+        let ok = rawdoc! {"ok": 1.0};
+        e.message(
+            3,
+            Direction::Reply,
+            t,
+            Bytes::from(encode(150, 50, 0, ok.as_bytes(), &[])),
+        );
+        for id in 1..=3 {
+            let find = rawdoc! {"find": "posts", "filter": {"userId": "u"}, "$db": "blog"};
+            e.message(
+                3,
+                Direction::Request,
+                t,
+                Bytes::from(encode(id, 0, 0, find.as_bytes(), &[])),
+            );
+            let reply =
+                rawdoc! {"cursor": {"id": 0_i64, "ns": "blog.posts", "firstBatch": []}, "ok": 1.0};
+            e.message(
+                3,
+                Direction::Reply,
+                t,
+                Bytes::from(encode(100 + id, id, 0, reply.as_bytes(), &[])),
+            );
+        }
+        e.flush();
+        let k = k.lock().unwrap();
+        let f = k.findings.all().find(|f| f.rule == "WL201").cloned();
+        f.expect("WL201")
+    };
+    let spread = run(Some(4));
+    assert_eq!(spread.evidence["physical_partitions"], 4);
+    let saved = spread.evidence["request_units_saved_per_query"]
+        .as_f64()
+        .unwrap();
+    let want = (3.0 * ru::query_base() * 10.0).round() / 10.0;
+    assert!((saved - want).abs() < 1e-9, "{saved} {want}");
+    assert!(
+        spread.message.contains("RU per query"),
+        "{}",
+        spread.message
+    );
+    let one = run(None);
+    assert!(!one.evidence.contains_key("physical_partitions"));
+    assert!(!one.evidence.contains_key("request_units_saved_per_query"));
+    assert!(!one.message.contains("RU"), "{}", one.message);
+}
+
 #[test]
 fn a_named_pattern_groups_its_operations_into_calls() {
     let k = knowledge();

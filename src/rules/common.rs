@@ -348,14 +348,17 @@ impl CrossPartitionCounts {
             ),
         };
         // Under request units: a targeted query runs on one partition,
-        // not on every one.
+        // not on every one. Over one partition (the common case) there is
+        // nothing to save, and the count is not written either.
         let saved = if cx.target.request_units() {
             let partitions = crate::analysis::request_units::partitions_of(
                 cx.request_units,
                 cx.namespaces,
                 op.namespace,
             );
-            evidence.insert("physical_partitions".into(), json!(partitions));
+            if partitions > 1 {
+                evidence.insert("physical_partitions".into(), json!(partitions));
+            }
             cx.request_units_saved(
                 crate::analysis::request_units::fan_out_saving(partitions),
                 SavedPer::Query,
