@@ -18,7 +18,8 @@
 #
 # The build: the analysis benchmark in the dev profile (whose dependencies
 # `cargo test` has built already) with wirelint and the crates its
-# analysis calls into (bson, simdutf8, ascii, hdrhistogram, lru, crc32c)
+# analysis calls into (bson, simdutf8, ascii, hdrhistogram, lru, crc32c,
+# foldhash, itoa)
 # optimised (opt-level 3, no debug assertions, 16 code-generation units).
 # The counts are thus those of optimised analysis code, not of the release
 # binary (whole-program optimisation: too slow to build for every run).
@@ -39,7 +40,7 @@ PAIRS=1000
 LIMIT=3     # % above the baseline that fails
 NOTE=10     # % below it that suggests lowering it
 WORKLOADS=(insert_1kib getmore_app_docs getmore_batch insert_30_docs aggregate_lookup update find find_by_id)
-OPTIMISED=(wirelint bson simdutf8 ascii hdrhistogram lru crc32c foldhash)
+OPTIMISED=(wirelint bson simdutf8 ascii hdrhistogram lru crc32c foldhash itoa)
 
 update=0
 target=

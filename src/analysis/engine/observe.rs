@@ -146,12 +146,6 @@ pub(super) fn observe_writes(
         .filter(|(i, _)| applied(i))
         .map(|(_, d)| Doc::keyed(d, caps, top))
         .collect();
-    if let Some(key) = key {
-        let grown = inserted.iter().filter_map(|d| {
-            partition::inserted_key_hash(d, key).map(|v| (v, d.raw.as_bytes().len() as u64))
-        });
-        k.namespaces.observe_key_growth(namespace, grown, at);
-    }
     let updates: Vec<_> = cmd
         .updates()
         .iter()
@@ -160,7 +154,13 @@ pub(super) fn observe_writes(
         .map(|(_, u)| u)
         .collect();
     let mut replaced = Vec::new();
-    k.namespaces.observe_inserted_all(namespace, &inserted);
+    let grown = key.into_iter().flat_map(|key| {
+        inserted.iter().filter_map(|d| {
+            partition::inserted_key_hash(d, key).map(|v| (v, d.raw.as_bytes().len() as u64))
+        })
+    });
+    k.namespaces
+        .observe_inserted_all(namespace, &inserted, grown, at);
     for u in &updates {
         match u.update {
             Some(doc) if u.is_operator_update() => {

@@ -77,16 +77,18 @@ impl Top<'_, '_> {
     /// for, not found yet. Out of line: most walks ask for none.
     #[inline(never)]
     fn look_at(&mut self, element: &bson_walk::Element<'_>) {
-        let asked = self.key.iter().zip(&mut self.found);
-        if let Some((_, found)) = asked
-            .into_iter()
-            .find(|(name, found)| **found == KeyValue::Absent && name.as_bytes() == element.key)
-        {
-            *found = match element.element_type {
-                0x03 => KeyValue::Other,
-                _ => element_hash(element).map_or(KeyValue::Other, KeyValue::Hashed),
-            };
-            self.left -= 1;
+        for (name, found) in self.key.iter().zip(&mut self.found) {
+            if name.len() == element.key.len()
+                && matches!(found, KeyValue::Absent)
+                && name.as_bytes() == element.key
+            {
+                *found = match element.element_type {
+                    0x03 => KeyValue::Other,
+                    _ => element_hash(element).map_or(KeyValue::Other, KeyValue::Hashed),
+                };
+                self.left -= 1;
+                return;
+            }
         }
     }
 

@@ -197,12 +197,20 @@ impl Namespaces {
     /// An inserted document: observed as any document, and its `_id`
     /// (hashed) remembered as living here.
     pub fn observe_inserted(&mut self, namespace: &str, doc: &Doc<'_>) {
-        self.observe_inserted_all(namespace, std::slice::from_ref(doc))
+        let at = std::time::Instant::now();
+        self.observe_inserted_all(namespace, std::slice::from_ref(doc), [], at)
     }
 
-    /// An insert's documents: the namespace looked up once, not per
-    /// document.
-    pub fn observe_inserted_all(&mut self, namespace: &str, docs: &[Doc<'_>]) {
+    /// An insert's documents, and what they grew their logical partitions
+    /// by (see [`Namespaces::observe_key_growth`]; none where no key or
+    /// limit is known): the namespace looked up once, not per document.
+    pub fn observe_inserted_all(
+        &mut self,
+        namespace: &str,
+        docs: &[Doc<'_>],
+        grown: impl IntoIterator<Item = (u64, u64)>,
+        at: std::time::Instant,
+    ) {
         if docs.is_empty() {
             return;
         }
@@ -219,6 +227,7 @@ impl Namespaces {
                 ids.insert(id, state.name.clone());
             }
         }
+        grow_keys(state, grown, at);
     }
 
     /// Documents inserted at `at`, each as the hash of its partition-key
@@ -234,37 +243,7 @@ impl Namespaces {
         if inserted.peek().is_none() {
             return;
         }
-        let state = self.state(namespace);
-        let mut add = |key: u64, bytes: u64| {
-            state.key_growth_bytes += bytes;
-            let g = state.key_growth.get_or_insert_with(&key, || KeyGrowth {
-                bytes: 0,
-                first: at,
-                last: at,
-            });
-            g.bytes += bytes;
-            g.last = g.last.max(at);
-        };
-        // The documents of a few values (a batch for one tenant, orders of
-        // a few customers, a run of one value's documents) added up per
-        // value first: a look-up per value, not per document. The latest
-        // value is looked at first: a batch's documents come in runs.
-        let mut sums: smallvec::SmallVec<[(u64, u64); 8]> = smallvec::SmallVec::new();
-        for (key, bytes) in inserted {
-            if let Some((_, sum)) = sums.iter_mut().rev().find(|(k, _)| *k == key) {
-                *sum += bytes;
-                continue;
-            }
-            if sums.len() == sums.inline_size() {
-                for (key, sum) in sums.drain(..) {
-                    add(key, sum);
-                }
-            }
-            sums.push((key, bytes));
-        }
-        for (key, sum) in sums {
-            add(key, sum);
-        }
+        grow_keys(self.state(namespace), inserted, at);
     }
 
     /// The namespace whose document has this `_id`, if one was inserted.
@@ -352,6 +331,45 @@ impl Namespaces {
     }
 }
 
+/// Adds each inserted document's bytes (`(key hash, bytes)`) to its
+/// logical partition's growth in `state`.
+fn grow_keys(
+    state: &mut NamespaceState,
+    inserted: impl IntoIterator<Item = (u64, u64)>,
+    at: std::time::Instant,
+) {
+    let mut add = |key: u64, bytes: u64| {
+        state.key_growth_bytes += bytes;
+        let g = state.key_growth.get_or_insert_with(&key, || KeyGrowth {
+            bytes: 0,
+            first: at,
+            last: at,
+        });
+        g.bytes += bytes;
+        g.last = g.last.max(at);
+    };
+    // The documents of a few values (a batch for one tenant, orders of
+    // a few customers, a run of one value's documents) added up per
+    // value first: a look-up per value, not per document. The latest
+    // value is looked at first: a batch's documents come in runs.
+    let mut sums: smallvec::SmallVec<[(u64, u64); 8]> = smallvec::SmallVec::new();
+    for (key, bytes) in inserted {
+        if let Some((_, sum)) = sums.iter_mut().rev().find(|(k, _)| *k == key) {
+            *sum += bytes;
+            continue;
+        }
+        if sums.len() == sums.inline_size() {
+            for (key, sum) in sums.drain(..) {
+                add(key, sum);
+            }
+        }
+        sums.push((key, bytes));
+    }
+    for (key, sum) in sums {
+        add(key, sum);
+    }
+}
+
 /// A namespace's state (made when new), from the namespaces' fields, so
 /// that the table of inserted ids can be written while it is held.
 fn state_in<'m>(
@@ -436,7 +454,7 @@ mod tests {
         // An insert's documents likewise, their ids remembered as living
         // here either way.
         let (mut batch, mut single) = (Namespaces::default(), Namespaces::default());
-        batch.observe_inserted_all("blog.posts", &parsed);
+        batch.observe_inserted_all("blog.posts", &parsed, [], std::time::Instant::now());
         for d in &parsed {
             single.observe_inserted("blog.posts", d);
         }
