@@ -1483,6 +1483,48 @@ fn a_few_lookups_of_listed_values_are_no_n_plus_one() {
     );
 }
 
+/// A list's request is followed from other connections while it is live.
+/// A thread page lists 10 comments by 3 authors; three lookups of those
+/// authors right after it, on other connections, are its N+1. The same
+/// three lookups each coming after 13 other visitors' operations are
+/// those visitors' own reads (their signed-in user), whose values happen
+/// to be listed authors: the page was over, nothing follows it.
+#[test]
+fn a_request_is_followed_from_elsewhere_only_while_it_is_live() {
+    let author = |a: u8| bson::oid::ObjectId::from_bytes([a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+    let run = |padding: usize| {
+        let comments: Vec<_> = (0..10u8)
+            .map(|i| rawdoc! {"_id": i as i32, "taskId": 1, "authorId": author(i % 3)})
+            .collect();
+        let mut ops = vec![(
+            1,
+            rawdoc! {"find": "comments", "filter": {"taskId": 1}, "limit": 10, "$db": "d"},
+            comments,
+        )];
+        let mut tenant = 0;
+        for a in 0..3u8 {
+            for _ in 0..padding {
+                tenant += 1;
+                let t = format!("t{tenant}");
+                ops.push((
+                    5,
+                    rawdoc! {"find": "tenants", "filter": {"_id": t.as_str()}, "limit": 1, "$db": "d"},
+                    vec![rawdoc! {"_id": t.as_str()}],
+                ));
+            }
+            ops.push((
+                2 + u64::from(a),
+                rawdoc! {"find": "users", "filter": {"_id": author(a)}, "limit": 1, "$db": "d"},
+                vec![rawdoc! {"_id": author(a)}],
+            ));
+        }
+        run_ops(ops).rules
+    };
+    let n_plus_one = ("WL401".to_string(), "d.users".to_string());
+    assert!(run(0).contains(&n_plus_one), "{:?}", run(0));
+    assert!(!run(13).contains(&n_plus_one), "{:?}", run(13));
+}
+
 /// Good designs stay silent: a per-request tenant read whose id every
 /// listed ticket carries (the next request's first read, not a per-row
 /// lookup), a batched `$in` over the page, references that are null, and

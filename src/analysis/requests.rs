@@ -132,6 +132,15 @@ const MAX_SCAN: usize = 16;
 /// counted on its pattern; it stays open for operations that follow it
 /// later (a slow handler, a loaded machine), which are added to it.
 pub const REQUEST_IDLE: Duration = Duration::from_millis(500);
+/// Operations placed, at most, since another connection's open request
+/// last had one, for an operation to follow it: a request is followed
+/// while it is live (per-row work comes while its request runs, each
+/// follow-up keeping it live, however many visitors run beside it), not
+/// by whatever later request asks for a value its lists happened to hold
+/// (another visitor's signed-in user, one of a small team's listed
+/// authors). Counted in operations, not time: the same traffic at any
+/// speed follows the same way.
+const LIVE_OPS: u64 = 12;
 /// Replies a result holds unhashed are hashed once this old, and their
 /// bytes given back (time decides only what is held, never what follows).
 pub const HOLD_WINDOW: Duration = Duration::from_secs(2);
@@ -167,6 +176,8 @@ pub struct Request {
     /// Whether it was named again, by its first operation that is not
     /// context (see [`RootStats`]).
     renamed: bool,
+    /// The operation count ([`Requests::ops`]) at its latest operation.
+    active: u64,
 }
 
 /// Roots whose requests are told apart, at most.
@@ -306,6 +317,9 @@ pub struct Requests {
     roots: RootStats,
     _roots_charge: Charge,
     next_id: u64,
+    /// Operations placed so far (what a request's liveness is counted in:
+    /// see [`LIVE_OPS`]).
+    ops: u64,
     pool: Arc<Pool>,
     /// What the open requests hold, in bytes.
     bytes: usize,
@@ -326,6 +340,7 @@ impl Requests {
                 MAX_ROOTS * (std::mem::size_of::<(u64, RootStat)>() + 16),
             ),
             next_id: 1,
+            ops: 0,
             pool,
             bytes: 0,
             charge: None,
@@ -356,6 +371,7 @@ impl Requests {
         query: impl FnOnce() -> Option<FollowUpQuery<'a>>,
     ) -> (Placed, Closed) {
         let shape = &op.origin.shape;
+        self.ops += 1;
         let joined = match op.origin.named_by {
             NamedBy::Comment => current.and_then(|id| self.position(id)).filter(|&i| {
                 let inv = &self.open[i].invocation;
@@ -392,6 +408,7 @@ impl Requests {
                 let r = &mut self.open[i];
                 r.spread |= r.conn != op.conn;
                 r.at = op.at;
+                r.active = self.ops;
                 let batch = followed.as_ref().is_some_and(|f| f.link.batch);
                 // What WL401 and WL403 explain: a list's per-element
                 // follow-ups, and the counts a request sends beside its
@@ -486,6 +503,7 @@ impl Requests {
                     counted: None,
                     root_detail: op.detail,
                     renamed: false,
+                    active: self.ops,
                 });
                 self.bytes += std::mem::size_of::<Request>();
                 self.charge_most();
@@ -540,9 +558,13 @@ impl Requests {
         // A driver spreads a request over its own pool: the connections of
         // another application (another client, a test worker of its own)
         // serve other requests, whatever values they share.
+        let live_since = self.ops.saturating_sub(LIVE_OPS);
         let others = (0..self.open.len())
             .rev()
-            .filter(|&i| Some(i) != own.map(|o| o.0) && self.open[i].app == app)
+            .filter(|&i| {
+                let r = &self.open[i];
+                Some(i) != own.map(|o| o.0) && r.app == app && r.active >= live_since
+            })
             .filter_map(|i| Some((i, Self::eligible(&self.open[i], shape)?)))
             .take(MAX_SCAN);
         let mut candidates = own.into_iter().chain(others).peekable();
