@@ -55,6 +55,7 @@ pub mod knowledge;
 pub mod namespaces;
 pub mod origin;
 mod panic_hook;
+pub mod parent_walk;
 pub mod partition;
 pub mod patterns;
 mod queue;

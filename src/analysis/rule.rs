@@ -48,8 +48,8 @@ pub struct OpView<'a> {
     /// reviews).
     pub context: bool,
     /// When it reads the document the previous one named, one level up a
-    /// tree stored as parent references (see `follow_ups::ParentWalk`).
-    pub walk: Option<&'a crate::analysis::follow_ups::WalkStep>,
+    /// tree stored as parent references (see `parent_walk::ParentWalk`).
+    pub walk: Option<&'a crate::analysis::parent_walk::WalkStep>,
 }
 
 /// A query that follows a list read, fetching documents for one of its

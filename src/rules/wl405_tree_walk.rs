@@ -6,7 +6,7 @@
 //! inherited from the root, a path shown on every page. The engine links
 //! each read of exactly `{_id: v}` to the single document read before it
 //! on the connection when `v` is one of its references
-//! (`follow_ups::ParentWalk`); a chain of `min_depth` such reads through
+//! (`parent_walk::ParentWalk`); a chain of `min_depth` such reads through
 //! the same field, seen `min_walks` times, is reported. One level (a
 //! folder and its parent) is not a walk; documents that already carry an
 //! array of ancestors or a materialized path are read otherwise.

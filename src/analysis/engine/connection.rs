@@ -67,7 +67,7 @@ pub(super) struct ConnState {
     /// The application request its latest data operation joined.
     pub(super) current: Option<u64>,
     /// The tree it may be walking one parent at a time.
-    pub(super) walk: crate::analysis::follow_ups::ParentWalk,
+    pub(super) walk: crate::analysis::parent_walk::ParentWalk,
     pub(super) last_activity: Option<Instant>,
     /// The key of the application name its handshake gave (0: none): the
     /// test runner's worker it belongs to (see `suite`).

@@ -24,6 +24,7 @@ use super::findings::FindingEvent;
 use super::follow_ups;
 use super::knowledge::Knowledge;
 use super::origin::{RequestOrigin, ShapeFacts};
+use super::parent_walk;
 use super::partition;
 use super::patterns::NamedBy;
 use super::requests::{self, Operation, Requests};
@@ -127,7 +128,7 @@ impl<'r> Outcome<'r> {
 struct ReplySaid<'a> {
     failed: &'a [usize],
     modified: Option<i64>,
-    walk: Option<&'a follow_ups::WalkStep>,
+    walk: Option<&'a parent_walk::WalkStep>,
     /// The request's requestID (a test runner may have claimed it: see
     /// `suite`).
     request_id: Option<i32>,
@@ -486,7 +487,7 @@ impl Engine {
         let kind = pending.request.command().map(|c| c.kind);
         let outcome = Outcome::of(reply.as_ref(), kind == Some(Kind::Update));
         // A find: one level up a tree, when it reads the document the last
-        // one read on the connection named (see `follow_ups::ParentWalk`).
+        // one read on the connection named (see `parent_walk::ParentWalk`).
         let find = pending.learn && kind == Some(Kind::Find);
         let walk = match (find, pending.request.command(), self.conns.get(&conn)) {
             (true, Some(cmd), Some(state)) => state.walk.step(cmd, &origin.namespace),
@@ -579,7 +580,7 @@ impl Engine {
         pending: &Pending,
         origin: &mut RequestOrigin,
         outcome: &Outcome<'_>,
-        walk: Option<&follow_ups::WalkStep>,
+        walk: Option<&parent_walk::WalkStep>,
     ) -> bool {
         if !outcome.ok && !unsupported_here(outcome.reply) {
             self.count_refusal(
