@@ -26,6 +26,23 @@ use std::time::{Duration, Instant};
 /// How often, in the capture's time, the analysis is ticked (as the
 /// proxy's is, four times a second).
 pub const TICK: Duration = Duration::from_millis(250);
+/// The longest stretch without traffic that is ticked through: past it,
+/// what the analysis holds for a while (replies for 2 s, idle requests
+/// after 500 ms) is over, and the ticks a quiet hour (or the gap between
+/// two captures made on different days) would take find nothing new.
+const TICKED_IDLE: Duration = Duration::from_secs(30);
+
+/// The capture times after `ticked` (the last tick) up to `now` that the
+/// analysis is ticked at: every [`TICK`], but over a quiet stretch longer
+/// than [`TICKED_IDLE`] only its first [`TICKED_IDLE`] and its last tick.
+fn ticks(ticked: Duration, now: Duration) -> impl Iterator<Item = Duration> {
+    let tick = TICK.as_nanos() as u64;
+    let due = now.saturating_sub(ticked).as_nanos() as u64 / tick;
+    let through = TICKED_IDLE.as_nanos() as u64 / tick;
+    (1..=due.min(through))
+        .chain((due > through).then_some(due))
+        .map(move |k| ticked + Duration::from_nanos(k * tick))
+}
 
 /// The analysis of captures, fed one event at a time.
 pub struct Offline {
@@ -114,9 +131,9 @@ impl Offline {
     /// Ticks the engine up to the capture time `at`.
     fn advance(&mut self, at: Duration) {
         self.now = self.now.max(at);
-        while self.ticked + TICK <= self.now {
-            self.ticked += TICK;
-            self.engine.tick(self.start + self.ticked);
+        for t in ticks(self.ticked, self.now) {
+            self.engine.tick(self.start + t);
+            self.ticked = t;
         }
     }
 
@@ -166,4 +183,24 @@ pub fn analyse(
     let mut analysed = offline.finish(account, thread_cpu_nanos().saturating_sub(began));
     analysed.bytes = bytes;
     Ok(analysed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tick while traffic comes; over a quiet hour (or the gap
+    /// between captures of different days), its first 30 s of ticks and
+    /// its last, on the same grid.
+    #[test]
+    fn a_quiet_stretch_is_ticked_through_its_first_seconds_only() {
+        let ms = Duration::from_millis;
+        let busy: Vec<_> = ticks(ms(250), ms(1_400)).collect();
+        assert_eq!(busy, vec![ms(500), ms(750), ms(1_000), ms(1_250)]);
+        let quiet: Vec<_> = ticks(ms(0), Duration::from_secs(3_600) + ms(100)).collect();
+        assert_eq!(quiet.len(), 121);
+        assert_eq!(quiet[119], TICKED_IDLE);
+        assert_eq!(quiet[120], Duration::from_secs(3_600));
+        assert_eq!(ticks(ms(500), ms(700)).count(), 0);
+    }
 }
