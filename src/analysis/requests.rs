@@ -531,9 +531,8 @@ impl Requests {
     }
 
     /// Whether an untagged operation of shape `shape` may follow request
-    /// `r` (an unnamed request with results), and whether it follows as
-    /// a root shape does (see [`Requests::follow`]): it has the request's
-    /// root shape, or (`a_root`) roots requests with a context of its own.
+    /// `r` (an unnamed request with results), and whether it has the
+    /// request's root shape (see [`Requests::follow`]).
     fn eligible(r: &Request, shape: &Shape, a_root: bool) -> Option<bool> {
         if r.named_by != NamedBy::Shape || r.results.is_empty() {
             return None;
