@@ -1525,50 +1525,6 @@ fn a_request_is_followed_from_elsewhere_only_while_it_is_live() {
     assert!(!run(13).contains(&n_plus_one), "{:?}", run(13));
 }
 
-/// A read that roots requests with their context (a tenant, then its
-/// project, page after page) is another visitor's first read when its
-/// value lies in a page's document of that tenant: it starts a request of
-/// its own, not a round trip of that page.
-#[test]
-fn a_context_root_starts_its_own_request() {
-    let oid = |a: u8, b: u8| bson::oid::ObjectId::from_bytes([a, b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]);
-    let mut ops = Vec::new();
-    let tenant_page = |ops: &mut Vec<Op>,
-                       conn: u64,
-                       t: bson::oid::ObjectId,
-                       p: bson::oid::ObjectId| {
-        ops.push((
-            conn,
-            rawdoc! {"find": "tenants", "filter": {"_id": t}, "limit": 1, "$db": "d"},
-            vec![rawdoc! {"_id": t, "plan": "pro"}],
-        ));
-        ops.push((
-            conn,
-            rawdoc! {"find": "projects", "filter": {"_id": p, "tenantId": t}, "limit": 1, "$db": "d"},
-            vec![rawdoc! {"_id": p, "tenantId": t}],
-        ));
-    };
-    for i in 0..8 {
-        tenant_page(&mut ops, 2, oid(1, i), oid(2, i));
-    }
-    let (t, task) = (oid(1, 0), oid(3, 0));
-    ops.push((
-        1,
-        rawdoc! {"find": "tasks", "filter": {"_id": task}, "limit": 1, "$db": "d"},
-        vec![rawdoc! {"_id": task, "tenantId": t, "projectId": oid(2, 0)}],
-    ));
-    tenant_page(&mut ops, 3, t, oid(2, 0));
-    let run = run_ops(ops);
-    assert_eq!(
-        run.patterns,
-        vec![
-            ("find d.tasks {_id: ?objectId} limit".to_string(), 1, 1),
-            ("find d.tenants {_id: ?objectId} limit".to_string(), 9, 18),
-        ],
-        "the task page one read; nine tenant pages of two"
-    );
-}
-
 /// Good designs stay silent: a per-request tenant read whose id every
 /// listed ticket carries (the next request's first read, not a per-row
 /// lookup), a batched `$in` over the page, references that are null, and

@@ -238,16 +238,6 @@ impl RootStats {
         self.roots.get(&root).is_some_and(|s| s.renames(shape))
     }
 
-    /// Whether `shape` roots requests with a context of their own: a
-    /// detail read that has rooted [`CONTEXT_AFTER`] requests or more,
-    /// nearly all of them followed by the same read (a tenant, then its
-    /// project).
-    fn roots_requests(&self, shape: u64) -> bool {
-        self.roots.get(&shape).is_some_and(|s| {
-            s.requests >= CONTEXT_AFTER && s.shapes.iter().any(|f| s.is_context(f.1))
-        })
-    }
-
     fn rooted(&mut self, root: u64) {
         if let Some(stat) = self.stat(root) {
             stat.requests += 1;
@@ -533,12 +523,12 @@ impl Requests {
     /// Whether an untagged operation of shape `shape` may follow request
     /// `r` (an unnamed request with results), and whether it has the
     /// request's root shape (see [`Requests::follow`]).
-    fn eligible(r: &Request, shape: &Shape, a_root: bool) -> Option<bool> {
+    fn eligible(r: &Request, shape: &Shape) -> Option<bool> {
         if r.named_by != NamedBy::Shape || r.results.is_empty() {
             return None;
         }
         let root = r.invocation.first_shape;
-        if root != shape.hash && !a_root {
+        if root != shape.hash {
             return Some(false);
         }
         // Only a list of several, not the root's own result, can be
@@ -547,7 +537,7 @@ impl Requests {
         // connection repeating one query costs nothing more).
         r.results
             .iter()
-            .any(|l| l.list && l.docs >= 2 && l.origin.shape.hash != shape.hash)
+            .any(|l| l.list && l.docs >= 2 && l.origin.shape.hash != root)
             .then_some(true)
     }
 
@@ -562,15 +552,9 @@ impl Requests {
         shape: &Shape,
         query: impl FnOnce() -> Option<FollowUpQuery<'a>>,
     ) -> Option<(usize, Followed)> {
-        // A shape that roots requests of its own, with their context (a
-        // tenant read first, then its project), joins another as that
-        // request's root shape would: only by one element's own value, of
-        // a list of several. Another visitor's tenant read is not a
-        // follow-up of a page that showed a document of that tenant.
-        let a_root = self.roots.roots_requests(shape.hash);
         let own = current
             .and_then(|id| self.position(id))
-            .and_then(|i| Some((i, Self::eligible(&self.open[i], shape, a_root)?)));
+            .and_then(|i| Some((i, Self::eligible(&self.open[i], shape)?)));
         // A driver spreads a request over its own pool: the connections of
         // another application (another client, a test worker of its own)
         // serve other requests, whatever values they share.
@@ -581,7 +565,7 @@ impl Requests {
                 let r = &self.open[i];
                 Some(i) != own.map(|o| o.0) && r.app == app && r.active >= live_since
             })
-            .filter_map(|i| Some((i, Self::eligible(&self.open[i], shape, a_root)?)))
+            .filter_map(|i| Some((i, Self::eligible(&self.open[i], shape)?)))
             .take(MAX_SCAN);
         let mut candidates = own.into_iter().chain(others).peekable();
         candidates.peek()?;
