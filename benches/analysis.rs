@@ -37,6 +37,9 @@
 //! Figures are printed, never asserted here; scripts/icount.sh fails on
 //! instruction counts more than 3 % above its baseline.
 
+#[path = "../tests/common/applications.rs"]
+mod applications;
+
 use bytes::Bytes;
 use divan::{AllocProfiler, Bencher};
 use std::sync::{Arc, Mutex};
@@ -499,11 +502,12 @@ mod forward {
 
 /// The corpus applications' captured traffic, replayed.
 mod replay {
-    use std::path::{Path, PathBuf};
+    use super::applications;
+    use applications::fixtures;
+    use std::path::PathBuf;
     use std::time::Instant;
     use wirelint::app::offline::Offline;
     use wirelint::capture::{Event, Reader, ReaderSettings};
-    use wirelint::config::ProxySettings;
     use wirelint::stats::Direction;
     use wirelint::wire::bson_walk;
     use wirelint::wire::message::Message;
@@ -515,11 +519,7 @@ mod replay {
         pub requests: u64,
         /// Bytes of the replies (what the server returned).
         pub returned: u64,
-        settings: ProxySettings,
-    }
-
-    fn fixtures() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+        analysis: wirelint::analysis::Settings,
     }
 
     /// Every capture of fixtures/captures/ (`WIRELINT_REPLAY_ONLY=a,b`:
@@ -565,7 +565,7 @@ mod replay {
                 }
             }
             captures.push(Capture {
-                settings: settings_of(&name),
+                analysis: analysis_of(&name),
                 name,
                 events,
                 requests,
@@ -579,23 +579,20 @@ mod replay {
         captures
     }
 
-    /// The settings the application runs with (its wirelint.toml).
-    fn settings_of(name: &str) -> ProxySettings {
-        let mut settings = ProxySettings::new("127.0.0.1:0", "mongodb://127.0.0.1:27017").unwrap();
-        settings.analysis.target = super::target();
-        for root in ["realworld", "requests"] {
-            let path = fixtures().join(root).join(name).join("wirelint.toml");
-            if let Ok(config) = wirelint::config::FileConfig::load(&path) {
-                config.apply(&path, &mut settings.analysis).unwrap();
-            }
+    /// The analysis the application runs with (its wirelint.toml), under
+    /// `WIRELINT_TARGET`.
+    fn analysis_of(name: &str) -> wirelint::analysis::Settings {
+        let target = std::env::var("WIRELINT_TARGET").ok();
+        match applications::dir(name) {
+            Some(dir) => applications::analysis(&dir, target.as_deref()),
+            None => panic!("fixtures/captures/{name}: no such application"),
         }
-        settings
     }
 
     /// The analysis of one capture, as `wirelint analyse` runs it (the
     /// report is not built).
     pub fn analyse(capture: &Capture) -> Offline {
-        let mut offline = Offline::new(&capture.settings, capture.name.clone());
+        let mut offline = Offline::new(&capture.analysis, capture.name.clone());
         for e in &capture.events {
             offline.event(e.clone());
         }

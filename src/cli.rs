@@ -446,17 +446,15 @@ fn formatted(
 }
 
 fn analyse_command(args: &AnalyseArgs) -> i32 {
-    // The config file is read as `wirelint proxy` reads it (no upstream
-    // is needed: nothing is forwarded).
+    // The config file is read as `wirelint proxy` reads it.
     let proxy_args = ProxyArgs {
-        upstream: Some("mongodb://127.0.0.1:27017".into()),
         config: args.config.clone(),
         show_values: args.show_values,
         target: args.target.clone(),
         ..Default::default()
     };
-    let settings = match proxy_args.settings() {
-        Ok((settings, _, _)) => settings,
+    let settings = match proxy_args.analysis_settings() {
+        Ok(settings) => settings,
         Err(e) => {
             eprintln!("wirelint: {e}");
             return 2;

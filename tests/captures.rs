@@ -27,23 +27,13 @@ fn captures() -> Vec<(String, PathBuf)> {
     found
 }
 
-/// The application a capture is of: its folder and the settings it runs
+/// The application a capture is of: its folder and the analysis it runs
 /// with (its wirelint.toml).
-fn application(name: &str) -> (PathBuf, wirelint::config::ProxySettings) {
-    let root = common::manifest_dir().join("fixtures");
-    let dir = ["realworld", "requests"]
-        .iter()
-        .map(|r| root.join(r).join(name))
-        .find(|d| d.is_dir())
+fn application(name: &str) -> (PathBuf, wirelint::analysis::Settings) {
+    let dir = common::applications::dir(name)
         .unwrap_or_else(|| panic!("fixtures/captures/{name}: no such application"));
-    let mut settings =
-        wirelint::config::ProxySettings::new("127.0.0.1:0", "mongodb://127.0.0.1:27017").unwrap();
-    let config = dir.join("wirelint.toml");
-    if config.exists() {
-        let file = wirelint::config::FileConfig::load(&config).unwrap();
-        file.apply(&config, &mut settings.analysis).unwrap();
-    }
-    (dir, settings)
+    let analysis = common::applications::analysis(&dir, None);
+    (dir, analysis)
 }
 
 #[test]

@@ -122,12 +122,10 @@ fn app_command(dir: &Path, uri: &str) -> Command {
 
 async fn run(dir: &Path, backend: &Backend) -> Outcome {
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-    let mut settings = common::settings(&backend.uri());
-    let config_path = dir.join("wirelint.toml");
-    if config_path.exists() {
-        let config = wirelint::config::FileConfig::load(&config_path).unwrap();
-        config.apply(&config_path, &mut settings.analysis).unwrap();
-    }
+    let settings = wirelint::config::ProxySettings {
+        analysis: common::applications::analysis(dir, None),
+        ..common::settings(&backend.uri())
+    };
     let captures = tempfile::tempdir().unwrap();
     let own_capture = captures.path().join(format!("{name}.pcapng"));
     let proxy = common::proxy_with(wirelint::config::ProxySettings {
@@ -225,10 +223,11 @@ fn offline_differs(
         server_ports: vec![port],
         ..Default::default()
     };
-    let offline = match wirelint::app::offline::analyse(settings, &[capture.to_owned()], reader) {
-        Ok(a) => a,
-        Err(e) => return Some(format!("\n{name}, wirelint analyse: {e:#}")),
-    };
+    let offline =
+        match wirelint::app::offline::analyse(&settings.analysis, &[capture.to_owned()], reader) {
+            Ok(a) => a,
+            Err(e) => return Some(format!("\n{name}, wirelint analyse: {e:#}")),
+        };
     let a = &offline.account;
     let mut failure = String::new();
     if a.gaps + a.messages_lost + a.tls_connections + a.not_wire_protocol > 0 || a.requests == 0 {

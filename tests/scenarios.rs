@@ -32,13 +32,11 @@ async fn run_through_wirelint(
     tagged: bool,
     steady: bool,
 ) -> wirelint::report::Report {
-    let config_path = common::manifest_dir()
-        .join("fixtures/scenarios")
-        .join(name)
-        .join("wirelint.toml");
-    let config = wirelint::config::FileConfig::load(&config_path).unwrap();
-    let mut settings = common::settings(&backend.uri());
-    config.apply(&config_path, &mut settings.analysis).unwrap();
+    let scenario = common::manifest_dir().join("fixtures/scenarios").join(name);
+    let settings = wirelint::config::ProxySettings {
+        analysis: common::applications::analysis(&scenario, None),
+        ..common::settings(&backend.uri())
+    };
     let workload = |uri: String| {
         let mut workload = python();
         workload.arg(script).arg(uri).args(args);

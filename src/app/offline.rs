@@ -1,6 +1,6 @@
 //! `wirelint analyse FILE…`: the analysis of packet captures, on this
-//! thread, with the rules, thresholds and partition keys of a proxy's
-//! settings.
+//! thread, with the rules, thresholds and partition keys a proxy would
+//! run with.
 //!
 //! Each message a capture yields goes through the same decoding and
 //! engine as a worker's, at the time the capture gives it (the clock of
@@ -15,7 +15,6 @@ use crate::analysis::knowledge::Knowledge;
 use crate::analysis::partition::PartitionKeys;
 use crate::analysis::Decoder;
 use crate::capture::{Account, Event, Reader, ReaderSettings};
-use crate::config::ProxySettings;
 use crate::report::Report;
 use crate::stats::{thread_cpu_nanos, Stats};
 use std::path::PathBuf;
@@ -66,11 +65,10 @@ pub struct Analysed {
 }
 
 impl Offline {
-    /// An analysis with the rules and settings of `settings.analysis`;
-    /// `label` names the captures in the report (where a proxy's names its
+    /// An analysis with the rules and settings of `analysis`; `label`
+    /// names the captures in the report (where a proxy's names its
     /// upstream).
-    pub fn new(settings: &ProxySettings, label: String) -> Offline {
-        let analysis = &settings.analysis;
+    pub fn new(analysis: &crate::analysis::Settings, label: String) -> Offline {
         let knowledge = Arc::new(Mutex::new(Knowledge::with_keys(
             crate::rules::all(),
             analysis.rules.clone(),
@@ -159,7 +157,7 @@ impl Offline {
 
 /// Reads `files` in order and analyses what they hold.
 pub fn analyse(
-    settings: &ProxySettings,
+    settings: &crate::analysis::Settings,
     files: &[PathBuf],
     reader: ReaderSettings,
 ) -> anyhow::Result<Analysed> {

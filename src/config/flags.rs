@@ -4,7 +4,7 @@
 
 use super::{ClientTls, ConfigError, FileConfig, Origin, ProxySection, ProxySettings};
 use crate::analysis::findings::Severity;
-use crate::proxy::{self, uri::UpstreamUri};
+use crate::proxy;
 use clap::ValueEnum;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -217,17 +217,23 @@ impl ProxyArgs {
         sources.limits(&mut settings)?;
         sources.switches(&mut settings);
         sources.outputs(&mut settings)?;
-        if let (Some(file), Some(path)) = (&file, &self.config) {
-            file_only(file, path, &mut settings.analysis)?;
-        }
+        settings.analysis = sources.analysis(file.as_ref())?;
         settings.otlp = otlp(self, file.as_ref())?;
-        if let Some(text) = &self.analysis_memory {
-            settings.analysis.caps.memory =
-                super::parse_memory(text, "analysis-memory", "--analysis-memory")?;
-        }
         let run = sources.run_options()?;
         settings.forward.tls = sources.client_tls()?;
         Ok((settings, file, run))
+    }
+
+    /// The analysis's settings alone, merged as [`ProxyArgs::settings`]
+    /// merges them: what `wirelint analyse` needs, which forwards nothing
+    /// and so needs no upstream.
+    pub fn analysis_settings(&self) -> Result<crate::analysis::Settings, ConfigError> {
+        let file = self.config.as_deref().map(FileConfig::load).transpose()?;
+        let sources = Sources {
+            args: self,
+            section: file.as_ref().map(|f| &f.proxy),
+        };
+        sources.analysis(file.as_ref())
     }
 }
 
@@ -274,19 +280,18 @@ impl Sources<'_> {
     fn addresses(&self) -> Result<ProxySettings, ConfigError> {
         let (upstream, upstream_origin) =
             pick!(self, upstream, "upstream").ok_or(ConfigError::NoUpstream)?;
-        let upstream_text = upstream.clone();
-        let upstream = UpstreamUri::parse(&upstream).map_err(|e| ConfigError::Invalid {
-            origin: upstream_origin.to_string(),
-            key: "upstream".into(),
-            message: e.to_string(),
-        })?;
         let listen = pick!(self, listen, "listen")
             .map(|(v, _)| v)
             .unwrap_or_else(|| "127.0.0.1:27018".to_string());
-        let mut settings = ProxySettings::new(&listen, "mongodb://placeholder")?;
-        settings.forward.upstream = upstream;
-        settings.upstream_raw = super::RawUri::new(upstream_text);
-        Ok(settings)
+        // Its one error is the upstream's: said where the upstream came from.
+        ProxySettings::new(&listen, &upstream).map_err(|e| match e {
+            ConfigError::Invalid { key, message, .. } => ConfigError::Invalid {
+                origin: upstream_origin.to_string(),
+                key,
+                message,
+            },
+            other => other,
+        })
     }
 
     fn timeouts(&self, forward: &mut proxy::Settings) -> Result<(), ConfigError> {
@@ -332,55 +337,72 @@ impl Sources<'_> {
             }
             settings.forward.max_connections = n;
         }
-        if let Some((n, _)) = pick!(self, analysis_queue, "analysis-queue") {
-            settings.analysis.queue_capacity = n.max(1);
-        }
         if let Some((text, origin)) = pick!(self, forward_memory, "forward-memory") {
             settings.forward.forward_memory =
                 super::parse_memory(&text, "forward_memory", &origin.to_string())?;
         }
+        Ok(())
+    }
+
+    /// The analysis's settings: flags, else the file's `[proxy]` section,
+    /// then what only the file can set (`file`, read from
+    /// `self.args.config`).
+    fn analysis(
+        &self,
+        file: Option<&FileConfig>,
+    ) -> Result<crate::analysis::Settings, ConfigError> {
+        let (args, section) = (self.args, self.section);
+        let mut analysis = crate::analysis::Settings {
+            enabled: !(args.no_analysis || section.and_then(|s| s.analysis) == Some(false)),
+            show_values: args.show_values || section.and_then(|s| s.show_values) == Some(true),
+            ..Default::default()
+        };
+        if let Some((n, _)) = pick!(self, analysis_queue, "analysis-queue") {
+            analysis.queue_capacity = n.max(1);
+        }
         if let Some((text, origin)) = pick!(self, analysis_share, "analysis-share") {
-            settings.analysis.min_sampling =
+            analysis.min_sampling =
                 super::parse_share(&text, "analysis_share", &origin.to_string())?;
         }
         if let Some((text, origin)) = pick!(self, analysis_cpu, "analysis-cpu") {
-            settings.analysis.cpu_share = Some(super::parse_cpu_share(
+            analysis.cpu_share = Some(super::parse_cpu_share(
                 &text,
                 "analysis_cpu",
                 &origin.to_string(),
             )?);
         }
         if let Some((text, origin)) = pick!(self, fold_databases, "fold-databases") {
-            settings.analysis.fold =
-                crate::analysis::databases::Fold::parse(&text).map_err(|message| {
-                    ConfigError::Invalid {
-                        origin: origin.to_string(),
-                        key: "fold_databases".into(),
-                        message,
-                    }
-                })?;
+            analysis.fold = crate::analysis::databases::Fold::parse(&text).map_err(|message| {
+                ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    key: "fold_databases".into(),
+                    message,
+                }
+            })?;
         }
         if let Some((text, origin)) = pick!(self, target, "target") {
-            settings.analysis.target =
-                Some(super::parse_target(&text, "target", &origin.to_string())?);
+            analysis.target = Some(super::parse_target(&text, "target", &origin.to_string())?);
         }
         if let Some((n, _)) = pick!(self, analysis_workers, "analysis-workers") {
-            settings.analysis.workers = n.max(1);
+            analysis.workers = n.max(1);
         }
-        Ok(())
+        if let (Some(file), Some(path)) = (file, &args.config) {
+            file_only(file, path, &mut analysis)?;
+        }
+        if let Some(text) = &args.analysis_memory {
+            analysis.caps.memory =
+                super::parse_memory(text, "analysis-memory", "--analysis-memory")?;
+        }
+        Ok(analysis)
     }
 
     /// What is on or off: a flag turns it so, else the file may.
     fn switches(&self, settings: &mut ProxySettings) {
         let (args, section) = (self.args, self.section);
-        settings.analysis.enabled =
-            !(args.no_analysis || section.and_then(|s| s.analysis) == Some(false));
         settings.forward.allow_x509_passthrough = args.allow_x509_passthrough
             || section.and_then(|s| s.allow_x509_passthrough) == Some(true);
         settings.forward.rewrite_topology =
             !(args.no_topology_rewrite || section.and_then(|s| s.rewrite_topology) == Some(false));
-        settings.analysis.show_values =
-            args.show_values || section.and_then(|s| s.show_values) == Some(true);
     }
 
     /// The report file and the admin endpoints.
@@ -729,5 +751,34 @@ mod tests {
         let (_dir, args) = with_file("[proxy]\ntarget = \"cosmosdb\"\n");
         let err = args.settings().unwrap_err().to_string();
         assert!(err.contains("w.toml") && err.contains("`target`"), "{err}");
+    }
+
+    /// The analysis alone (`wirelint analyse`) needs no upstream and is
+    /// merged as the proxy's is: flags over the file's `[proxy]`, then
+    /// rules, limits and partition keys from the file.
+    #[test]
+    fn the_analysis_alone_needs_no_upstream() {
+        let (_dir, mut args) = with_file(
+            "[proxy]\ntarget = \"cosmos-ru\"\nfold_databases = \"off\"\n\
+             [rules.WL504]\nenabled = false\n\
+             [collections.\"shop.orders\"]\npartition_key = [\"customerId\"]\n",
+        );
+        args.upstream = None;
+        args.show_values = true;
+        assert!(matches!(args.settings(), Err(ConfigError::NoUpstream)));
+        let analysis = args.analysis_settings().unwrap();
+        args.upstream = Some("mongodb://127.0.0.1:27017".into());
+        let proxy = args.settings().unwrap().0.analysis;
+        assert_eq!(format!("{analysis:?}"), format!("{proxy:?}"));
+        assert_eq!(
+            analysis.target,
+            Some(crate::analysis::target::Target::CosmosRu)
+        );
+        assert!(analysis.show_values);
+        assert_eq!(analysis.partition_keys.len(), 1);
+        assert_ne!(
+            format!("{:?}", analysis.rules),
+            format!("{:?}", crate::rules::RuleSettings::default())
+        );
     }
 }

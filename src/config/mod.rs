@@ -358,21 +358,6 @@ impl FileConfig {
         Ok(out)
     }
 
-    /// What the file sets of the analysis (rules, limits, partition keys,
-    /// the request-unit inputs, `[proxy] target`), into `analysis`: for
-    /// tests, benchmarks and tools that take a `wirelint.toml` without the
-    /// proxy's flags.
-    pub fn apply(&self, path: &Path, analysis: &mut analysis::Settings) -> Result<(), ConfigError> {
-        if let Some(text) = &self.proxy.target {
-            analysis.target = Some(parse_target(
-                text,
-                "proxy.target",
-                &path.display().to_string(),
-            )?);
-        }
-        flags::file_only(self, path, analysis)
-    }
-
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
@@ -721,9 +706,11 @@ error = 10000
         let path = dir.path().join("w.toml");
         let load = |text: &str| {
             std::fs::write(&path, text).unwrap();
-            let file = FileConfig::load(&path).unwrap();
-            let mut analysis = analysis::Settings::default();
-            file.apply(&path, &mut analysis).map(|()| analysis)
+            ProxyArgs {
+                config: Some(path.clone()),
+                ..Default::default()
+            }
+            .analysis_settings()
         };
         let ok = load(
             "[proxy]\ntarget = \"cosmos-ru\"\n\
@@ -770,7 +757,7 @@ error = 10000
         for (text, key, says) in [
             (
                 "[proxy]\ntarget = \"cosmos\"\n",
-                "proxy.target",
+                "[proxy]: `target`",
                 "\"cosmos-ru\"",
             ),
             (

@@ -3,6 +3,7 @@
 //! capture so tests can check what wirelint said.
 #![allow(dead_code)]
 
+pub mod applications;
 pub mod containers;
 pub mod expected;
 pub mod fault;

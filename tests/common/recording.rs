@@ -152,7 +152,7 @@ pub fn replay(events: &[Event], settings: &ProxySettings, gap: Duration) -> Vec<
     let Some(first) = events.first().map(Event::at) else {
         return Vec::new();
     };
-    let mut offline = Offline::new(settings, "replay".into());
+    let mut offline = Offline::new(&settings.analysis, "replay".into());
     let mut requests = 0u32;
     for event in events {
         let at = |requests: u32| event.at().saturating_duration_since(first) + gap * requests;
