@@ -1997,6 +1997,59 @@ fn a_get_or_create_is_judged_by_the_unique_indexes_seen() {
         create(true, &["identifier"]),
     ];
     assert_eq!(run_ops(clicks(both, true)).rules, vec![]);
+    // A plain index seen created, the others unknown: said as it is.
+    let m = said(&run_ops(clicks(
+        vec![create(false, &["threadId", "userId"])],
+        false,
+    )));
+    assert!(
+        m.len() == 1
+            && m[0].contains("none of the indexes seen created")
+            && !m[0].contains("no createIndexes"),
+        "{m:?}"
+    );
+}
+
+/// A test suite empties its collections between tests, and a later test
+/// inserts the very key an earlier one missed (a token made of the same
+/// user and second): the emptying ends the read, so the insert is no
+/// get-or-create. Without the emptying the same traffic is one.
+#[test]
+fn an_insert_after_the_collection_was_emptied_does_not_answer_the_read() {
+    let tests = |emptied: bool| -> Vec<Op> {
+        let mut ops = Vec::new();
+        for i in 0..6 {
+            let token = format!("jwt{}", i / 2);
+            // Odd tests find their token (it was inserted by the test);
+            // even ones miss it.
+            let found = if i % 2 == 1 {
+                vec![rawdoc! {"_id": i, "token": token.clone(), "type": "refresh"}]
+            } else {
+                vec![]
+            };
+            ops.push((
+                1,
+                rawdoc! {"find": "tokens", "filter": {"token": token.clone(), "type": "refresh"}, "limit": 1, "$db": "d"},
+                found,
+            ));
+            if emptied {
+                ops.push((
+                    2,
+                    rawdoc! {"delete": "tokens", "deletes": [{"q": {}, "limit": 0}], "$db": "d"},
+                    vec![],
+                ));
+            }
+            ops.push((
+                2,
+                rawdoc! {"insert": "tokens", "documents": [{"token": format!("jwt{}", (i + 1) / 2), "type": "refresh"}], "$db": "d"},
+                vec![],
+            ));
+        }
+        ops
+    };
+    let wl404 = |run: Run| run.rules.into_iter().filter(|(r, _)| r == "WL404").count();
+    assert_eq!(wl404(run_ops(tests(false))), 1);
+    assert_eq!(wl404(run_ops(tests(true))), 0);
 }
 
 /// Treatments of two kinds told apart by `eventType`, one of them with an

@@ -45,7 +45,10 @@ pub enum Cover {
     Unique,
     /// Every index is known, and none is unique on the key's fields.
     None,
-    /// Not every index is known, and none known covers the key.
+    /// Some of its indexes were seen created, none unique on the key's
+    /// fields; the others are not known.
+    Partly,
+    /// None of its indexes was seen.
     Unknown,
 }
 
@@ -121,9 +124,11 @@ impl Indexes {
                 let (Some(ns), Some(specs)) = (cmd.namespace(), index_specs(cmd)) else {
                     return;
                 };
+                // Known in part from now on, even when none is unique.
+                let known = self.known_mut(&ns);
                 for spec in specs {
                     if let Some(fields) = unique_fields(spec) {
-                        add_unique(self.known_mut(&ns), fields);
+                        add_unique(known, fields);
                     }
                 }
             }
@@ -159,14 +164,11 @@ impl Indexes {
         }) {
             return Cover::Unique;
         }
-        let complete = match known {
-            Some(k) => k.complete,
-            None => self.database_dropped(namespace),
-        };
-        if complete {
-            Cover::None
-        } else {
-            Cover::Unknown
+        match known {
+            Some(k) if k.complete => Cover::None,
+            Some(_) => Cover::Partly,
+            None if self.database_dropped(namespace) => Cover::None,
+            None => Cover::Unknown,
         }
     }
 
@@ -227,12 +229,12 @@ pub fn is_about_indexes(kind: Kind) -> bool {
 }
 
 /// Whether the server's answer to `cmd` can teach anything of indexes: a
-/// `listIndexes`, a drop, or a `createIndexes` of at least one unique
-/// index (most create none: their replies are not waited for).
+/// `listIndexes`, a drop, or a `createIndexes` (a unique index, or that a
+/// plain one exists: the collection's indexes are then known in part).
 pub fn teaches(cmd: &Command<'_>) -> bool {
     match cmd.kind {
         Kind::ListIndexes | Kind::Drop | Kind::DropDatabase => true,
-        Kind::CreateIndexes => index_specs(cmd).is_some_and(|mut specs| specs.any(is_unique)),
+        Kind::CreateIndexes => index_specs(cmd).is_some(),
         _ => false,
     }
 }
@@ -337,7 +339,7 @@ mod tests {
             ix.covers("app.follows", &["followee", "follower", "kind"]),
             Cover::Unique
         );
-        assert_eq!(ix.covers("app.follows", &["followee"]), Cover::Unknown);
+        assert_eq!(ix.covers("app.follows", &["followee"]), Cover::Partly);
         assert_eq!(ix.covers("app.other", &["a"]), Cover::Unknown);
         learn(
             &mut ix,
@@ -369,8 +371,8 @@ mod tests {
         );
     }
 
-    /// Only commands that can change what is known are waited for: a
-    /// `createIndexes` of plain indexes is not.
+    /// Only commands that can change what is known are waited for: index
+    /// commands, not data operations.
     #[test]
     fn replies_worth_waiting_for() {
         let teaches_it = |body: bson::RawDocumentBuf| {
@@ -383,8 +385,8 @@ mod tests {
         };
         assert!(teaches_it(create(bson::RawBson::Boolean(true))));
         assert!(teaches_it(create(bson::RawBson::Int32(1))));
-        assert!(!teaches_it(create(bson::RawBson::Boolean(false))));
-        assert!(!teaches_it(create(bson::RawBson::Double(0.0))));
+        assert!(teaches_it(create(bson::RawBson::Boolean(false))));
+        assert!(!teaches_it(rawdoc! {"createIndexes": "c", "$db": "d"}));
         assert!(teaches_it(rawdoc! {"drop": "c", "$db": "d"}));
         assert!(teaches_it(rawdoc! {"dropDatabase": 1, "$db": "d"}));
         assert!(teaches_it(rawdoc! {"listIndexes": "c", "$db": "d"}));

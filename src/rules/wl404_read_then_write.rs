@@ -24,7 +24,9 @@
 //! branches (found by one identifier or by another): an item is the
 //! branch's when a write holds every value of one branch; a unique index
 //! covers an `$or` key when it covers every branch. A load then a save
-//! never inserts (an edit). Silent where the read feeds the write: an
+//! never inserts (an edit). A delete or drop of the collection between
+//! the read and the insert ends the read: the insert no longer answers
+//! what it missed. Silent where the read feeds the write: an
 //! update that sets a value the read returned (the previous price kept as
 //! history) needs the read.
 
@@ -271,6 +273,13 @@ impl ReadThenWrite {
                     "wirelint has not seen this collection's indexes (no createIndexes, listIndexes or drop of it \
                      went by): unless a unique index covers the key, two writers can both find nothing and both insert",
                 )
+            } else if covers.contains(&Cover::Partly) {
+                (
+                    Severity::Info,
+                    "none of the indexes seen created on this collection is unique on the key, and its others are \
+                     not known (no listIndexes or drop of it went by): unless a unique index covers the key, two \
+                     writers can both find nothing and both insert",
+                )
             } else {
                 (
                     Severity::Warning,
@@ -415,6 +424,20 @@ impl Rule for ReadThenWrite {
                         i.updated += 1;
                     }
                 });
+            }
+            // The collection's items were removed since the read: what it
+            // found (or missed) is over, and a later insert of its key
+            // starts anew (a suite's tests empty their collections between
+            // them, and a test may insert the very key an earlier one
+            // missed).
+            Kind::Delete | Kind::Drop => {
+                self.last.remove(ns);
+            }
+            Kind::DropDatabase => {
+                let open: Vec<String> = self.last.iter_mut().map(|(k, _)| k.clone()).collect();
+                for ns in open {
+                    self.last.remove(&ns);
+                }
             }
             _ => {}
         }
