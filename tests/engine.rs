@@ -2101,7 +2101,7 @@ fn nested_field_sets_are_one_kind_and_replacements_no_kind() {
 /// counts at once) is no burst.
 #[test]
 fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
-    let run = |same: bool, latest: bool| -> Vec<(String, String, String)> {
+    let run = |same: bool, latest: bool| -> Vec<(String, String, String, String)> {
         let k = knowledge();
         let mut e = Engine::new(k.clone(), None);
         let t = Instant::now();
@@ -2150,16 +2150,29 @@ fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
         let k = k.lock().unwrap();
         k.findings
             .all()
-            .map(|f| (f.rule.to_string(), f.namespace.clone(), f.message.clone()))
+            .map(|f| {
+                (
+                    f.rule.to_string(),
+                    f.namespace.clone(),
+                    f.message.clone(),
+                    f.advice.clone(),
+                )
+            })
             .collect()
     };
     let counts = run(true, false);
     assert_eq!(counts.len(), 1);
     assert_eq!((&*counts[0].0, &*counts[0].1), ("WL402", "d.orders"));
     assert!(
-        counts[0].2.contains("an $in, or one $group"),
+        counts[0].2.contains("an $in, or one $group") && counts[0].2.contains(" times at once ("),
         "{}",
         counts[0].2
+    );
+    // The advice is the burst's, not the rule's every case.
+    assert!(
+        counts[0].3.starts_with("Send one query") && !counts[0].3.contains("Denormalize"),
+        "{}",
+        counts[0].3
     );
     // Each cut with a limit: not an $in, one aggregate.
     let latest = run(true, true);
@@ -2169,6 +2182,11 @@ fn one_shape_sent_at_once_with_the_same_constants_is_a_burst() {
             && latest[0].2.contains("$group by that field with $first"),
         "{}",
         latest[0].2
+    );
+    assert!(
+        latest[0].3.starts_with("Send one aggregate"),
+        "{}",
+        latest[0].3
     );
     assert_eq!(run(false, false), vec![]);
 }

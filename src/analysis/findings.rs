@@ -28,6 +28,9 @@ pub struct FindingDraft {
     pub shape: Option<String>,
     pub message: String,
     pub evidence: BTreeMap<String, serde_json::Value>,
+    /// What to change, when the rule's advice covers several cases and
+    /// this finding is one of them (said instead of the rule's).
+    pub advice: Option<&'static str>,
     /// Under a platform priced in request units, what fixing it saves:
     /// written at the end of the message and into the evidence by the
     /// store (see [`Saving`]).
@@ -328,6 +331,7 @@ impl FindingStore {
                     stored.base_len = draft.message.len();
                     stored.saving = draft.saving;
                     stored.finding.message = draft.message;
+                    stored.finding.advice = draft.advice.unwrap_or(meta.advice).to_string();
                     if let Some(saving) = draft.saving {
                         saving.write(&mut stored.finding.message);
                     }
@@ -403,7 +407,7 @@ impl FindingStore {
                         shape: draft.shape,
                         message: draft.message,
                         evidence: draft.evidence,
-                        advice: meta.advice.to_string(),
+                        advice: draft.advice.unwrap_or(meta.advice).to_string(),
                         source: meta.source.to_string(),
                         docs: meta.docs_path(),
                         occurrences: 1,
@@ -508,6 +512,7 @@ mod tests {
             shape: None,
             message: message.to_string(),
             evidence: BTreeMap::from([("n".to_string(), serde_json::json!(message.len()))]),
+            advice: None,
             saving: None,
         }
     }

@@ -267,6 +267,7 @@ impl FindingDraft {
             shape: Some(op.shape.text.to_string()),
             message,
             evidence,
+            advice: None,
             saving: None,
         }
     }

@@ -269,6 +269,7 @@ impl Rule for PartitionKeyAdvice {
                     shape: None,
                     message,
                     evidence,
+                    advice: None,
                     saving: None,
                 },
             );

@@ -132,6 +132,7 @@ impl Rule for ThrottledRequests {
                     p.invocations
                 ),
                 evidence,
+                advice: None,
                 saving: None,
             });
         }

@@ -118,6 +118,7 @@ impl Rule for LogicalPartitionGrowth {
                     cx.target.title(),
                 ),
                 evidence,
+                advice: None,
                 saving: None,
             });
         }

@@ -21,22 +21,63 @@ use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshol
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// What to change for each kind of finding (a finding says its own; the
+/// rule's advice is all of them).
+macro_rules! denormalize {
+    () => {
+        "Denormalize what the request assembles into the document it reads (e.g. the author's username and the \
+         comment and like counts on the post), so one read answers it (the blogging platform, V2)."
+    };
+}
+macro_rules! read_once {
+    () => {
+        "Read it once per request and pass the document along: a read repeated within one request fetches the \
+         same answer again (an access check and a validation that each load the same folder)."
+    };
+}
+macro_rules! one_query {
+    () => {
+        "Send one query: an $in over the constants, or one $group by that field, answers a query shape sent \
+         several times at once that differs only in a constant."
+    };
+}
+macro_rules! one_aggregate {
+    () => {
+        "Send one aggregate: $match with $in over the constants, $sort, then $group by the field with $first \
+         ($topN for more than one). Queries that differ only in a constant and are each cut with a limit (the \
+         latest of each kind) cannot be one $in: its limit would cut them all together."
+    };
+}
+
 pub static CHATTY: RuleMeta = RuleMeta {
     id: "WL402",
     name: "chatty-request",
     severity: Severity::Warning,
     summary: "One request of the application needs several round trips to the database.",
-    advice: "Denormalize what the request assembles into the document it reads (e.g. the author's username and the \
-             comment and like counts on the post), so one read answers it (the blogging platform, V2). A read \
-             repeated within one request fetches the same answer again: read it once and pass the document along \
-             (an access check and a validation that each load the same folder). One query shape sent several times \
-             at once, differing only in a constant, is one query: an $in, or one $group by that field; when each \
-             is cut with a limit (the latest of each kind), one aggregate: $match with $in, $sort, then $group by \
-             the field with $first ($topN for more than one).",
-    source: concat!(cosmos_real_world!(), " (V1 Q2: four operations per post; V2 denormalization)"),
+    advice: concat!(
+        denormalize!(),
+        " ",
+        read_once!(),
+        " ",
+        one_query!(),
+        " ",
+        one_aggregate!()
+    ),
+    source: concat!(
+        cosmos_real_world!(),
+        " (V1 Q2: four operations per post; V2 denormalization)"
+    ),
     thresholds: &[
-        Threshold { name: "min_operations", default: 4.0, help: "queries per call (beyond what WL401 and WL403 report) from which it is reported" },
-        Threshold { name: "min_calls", default: 3.0, help: "calls of the pattern before it is judged" },
+        Threshold {
+            name: "min_operations",
+            default: 4.0,
+            help: "queries per call (beyond what WL401 and WL403 report) from which it is reported",
+        },
+        Threshold {
+            name: "min_calls",
+            default: 3.0,
+            help: "calls of the pattern before it is judged",
+        },
     ],
 };
 
@@ -88,11 +129,17 @@ impl ChattyRequest {
             // would cut them all together; a `$group` keeps one per value.
             let limited = is_limited(&shape);
             evidence.insert("each_limited".into(), json!(limited));
-            let answer = if limited {
-                "each is cut with a limit, so not an $in: one aggregate answers them — $match with $in over the \
-                 constants, $sort, then $group by that field with $first ($topN for more than one)"
+            let (answer, advice) = if limited {
+                (
+                    "each is cut with a limit, so not an $in: one aggregate answers them — $match with $in over \
+                     the constants, $sort, then $group by that field with $first ($topN for more than one)",
+                    one_aggregate!(),
+                )
             } else {
-                "one query answers them — an $in, or one $group by that field"
+                (
+                    "one query answers them — an $in, or one $group by that field",
+                    one_query!(),
+                )
             };
             drafts.push(FindingDraft {
                 namespace: info.namespace.clone(),
@@ -101,11 +148,12 @@ impl ChattyRequest {
                 pattern,
                 shape: Some(shape.clone()),
                 message: format!(
-                    "`{shape}` is sent {per_call:.1} times at once, differing only in a constant, on {} calls \
-                     ({recurring} with the same constants): {answer}",
-                    b.groups
+                    "`{shape}` is sent up to {} times at once ({per_call:.1} on average), differing only in a \
+                     constant, in {} bursts ({recurring} with the same constants): {answer}",
+                    b.largest, b.groups
                 ),
                 evidence,
+                advice: Some(advice),
                 saving: None,
             });
         }
@@ -234,6 +282,11 @@ impl Rule for ChattyRequest {
                         queries.join(" · ")
                     )
                 },
+                advice: Some(if repeated.is_empty() {
+                    denormalize!()
+                } else {
+                    read_once!()
+                }),
                 evidence,
                 saving: None,
             });

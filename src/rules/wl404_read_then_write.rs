@@ -317,6 +317,7 @@ impl ReadThenWrite {
                 shape: Some(shape),
                 message,
                 evidence,
+                advice: None,
                 saving: None,
             },
         );

@@ -96,6 +96,7 @@ impl Rule for JoinCollection {
                     fields[0], fields[1], op.namespace, f.count
                 ),
                 evidence,
+                advice: None,
                 saving: None,
             },
         );

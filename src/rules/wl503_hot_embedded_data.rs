@@ -103,6 +103,7 @@ impl Rule for HotEmbeddedData {
                     "embedded `{subject}` updated in many documents at once: {updates} updates touched {touched} documents"
                 ),
                 evidence,
+                advice: None,
                 saving: None,
             },
         );

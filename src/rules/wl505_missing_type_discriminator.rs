@@ -164,6 +164,7 @@ impl Rule for MissingTypeDiscriminator {
                 shape: None,
                 message,
                 evidence,
+                advice: None,
                 saving: None,
             });
         }
