@@ -5,32 +5,41 @@
 //! application — patterns, shapes, namespaces, findings — is shared by all
 //! workers in [`Knowledge`], behind one mutex that only the workers lock
 //! per message (readers: reports, the admin endpoints).
+//!
+//! This file takes the messages in and pairs replies with requests; its
+//! parts, in the order a message meets them: `parsed` (a request parsed
+//! once, what a reply says), `connection` (what is kept per connection),
+//! `accepted` (an operation the server accepted: placed in its request,
+//! counted, shown to the request hooks), `observe` (the documents it
+//! returned or wrote, the document and operation hooks) and `cost` (the
+//! analysis's time per pattern).
 
+mod accepted;
 mod connection;
 mod cost;
 mod observe;
+mod parsed;
+
+use accepted::count_throttled;
+use parsed::{slice_of, MaybeCommand, Outcome, Returned};
+pub use parsed::{Decoded, ParsedRequest};
 
 use connection::{fold_round_trip, ConnState, Pending, RoundTrip};
-use observe::{
-    data_namespace, observe_returned, observe_writes, operation_hooks, track_cursor,
-    unsupported_here,
-};
+use observe::{data_namespace, observe_returned, operation_hooks, track_cursor};
 
 use super::budget::{self, Lru, Pool};
 use super::bursts::{self, Bursts};
-use super::command::{Command, CursorBatch, Kind, Reply, ReplyIndex};
+use super::command::{Command, Kind, Reply, ReplyIndex};
 use super::databases::Fold;
 use super::findings::FindingEvent;
 use super::follow_ups;
 use super::knowledge::Knowledge;
 use super::origin::{RequestOrigin, ShapeFacts};
 use super::parent_walk;
-use super::partition;
 use super::patterns::NamedBy;
-use super::requests::{self, Operation, Requests};
-use super::rule::{CompletedOp, FollowUp, Hooks, OpView};
+use super::requests::{self, Requests};
+use super::rule::{CompletedOp, Hooks, OpView};
 use super::shape;
-use super::trace_context::TraceId;
 use crate::stats::Direction;
 use crate::wire::{self, Message};
 use bytes::Bytes;
@@ -40,124 +49,6 @@ use std::collections::HashMap;
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-type MaybeCommand<'a> = Option<Command<'a>>;
-
-self_cell::self_cell!(
-    /// A request's bytes and its command, parsed once when the request
-    /// goes by (by the worker's decoding, which checks it in the same
-    /// pass) and kept, not parsed again, until its reply pairs with it.
-    pub struct ParsedRequest {
-        owner: Bytes,
-        #[covariant]
-        dependent: MaybeCommand,
-    }
-);
-
-impl ParsedRequest {
-    /// Parses a whole, uncompressed request, unchecked.
-    pub fn decode(frame: Bytes) -> ParsedRequest {
-        ParsedRequest::new(frame, |bytes| {
-            Message::parse(bytes).ok().and_then(|m| Command::parse(&m))
-        })
-    }
-
-    /// Parses a whole, uncompressed request once: `check` sees the message
-    /// (and the bytes it was parsed from) first, and its command is read
-    /// only if the check passes; the command's walk of an OP_MSG body's top
-    /// level completes the check (`Command::parse_checked`).
-    pub fn checked(
-        frame: Bytes,
-        check: impl FnOnce(&Message<'_>, &[u8]) -> Result<(), wire::WireError>,
-    ) -> Result<ParsedRequest, wire::WireError> {
-        ParsedRequest::try_new(frame, |bytes| {
-            let message = Message::parse(bytes)?;
-            check(&message, bytes)?;
-            Command::parse_checked(&message)
-        })
-    }
-
-    fn command(&self) -> Option<&Command<'_>> {
-        self.borrow_dependent().as_ref()
-    }
-}
-
-/// A message as the engine takes it: a request parsed (once), or a
-/// reply's whole, uncompressed bytes and where its fields lie (`None`: it
-/// has no document to read).
-pub enum Decoded {
-    Request(ParsedRequest),
-    Reply(Bytes, Option<ReplyIndex>),
-}
-
-/// What a reply says of the operation it answers: whether it succeeded,
-/// and the error codes it carries (the command's, then its write errors').
-struct Outcome<'r> {
-    reply: Option<&'r Reply<'r>>,
-    ok: bool,
-    errors: Vec<i32>,
-    /// An update's `nModified` (read only for updates: one walk of a
-    /// small reply).
-    modified: Option<i64>,
-}
-
-impl<'r> Outcome<'r> {
-    #[inline]
-    fn of(reply: Option<&'r Reply<'r>>, update: bool) -> Outcome<'r> {
-        let ok = reply.is_some_and(|r| r.ok());
-        let mut errors = Vec::new();
-        if let Some(r) = reply {
-            if !ok {
-                errors.push(r.code().unwrap_or(-1));
-            }
-            errors.extend(r.write_error_codes());
-        }
-        let modified = update.then(|| reply.and_then(|r| r.n_modified())).flatten();
-        Outcome {
-            reply,
-            ok,
-            errors,
-            modified,
-        }
-    }
-}
-
-/// What an accepted operation's reply (and the connection's walk) said of
-/// it, for `Engine::learn`: the statements that failed, an update's
-/// `nModified`, the tree-walk step it took.
-struct ReplySaid<'a> {
-    failed: &'a [usize],
-    modified: Option<i64>,
-    walk: Option<&'a parent_walk::WalkStep>,
-    /// The request's requestID (a test runner may have claimed it: see
-    /// `suite`).
-    request_id: Option<i32>,
-}
-
-/// The documents a reply returns: a cursor's batch, or a findAndModify's
-/// `value`.
-struct Returned<'r> {
-    cursor: Option<CursorBatch<'r>>,
-    value: Option<[&'r bson::RawDocument; 1]>,
-}
-
-impl<'r> Returned<'r> {
-    #[inline]
-    fn of(reply: Option<&Reply<'r>>) -> Returned<'r> {
-        Returned {
-            cursor: reply.and_then(|r| r.cursor()),
-            value: reply.and_then(|r| r.value()).map(|v| [v]),
-        }
-    }
-
-    fn documents(&self) -> &[&'r bson::RawDocument] {
-        match (&self.cursor, &self.value) {
-            (Some(c), _) => &c.documents,
-            (None, Some(v)) => v,
-            _ => &[],
-        }
-    }
-}
 
 /// Requests remembered per connection while awaiting replies; beyond this
 /// (a client that never reads its replies) the oldest are forgotten.
@@ -569,66 +460,6 @@ impl Engine {
         Some(pending)
     }
 
-    /// A data operation's reply: learnt from when the server accepted it
-    /// (or lacks only the feature), how it met the partition key kept in
-    /// `origin`. A refusal is counted against its pattern, and false
-    /// returned: nothing more is learnt from it.
-    #[inline]
-    fn learn_if_accepted(
-        &mut self,
-        conn: u64,
-        pending: &Pending,
-        origin: &mut RequestOrigin,
-        outcome: &Outcome<'_>,
-        walk: Option<&parent_walk::WalkStep>,
-    ) -> bool {
-        if !outcome.ok && !unsupported_here(outcome.reply) {
-            self.count_refusal(
-                origin.request_pattern(),
-                &outcome.errors,
-                pending.request.command(),
-                &origin.namespace,
-            );
-            return false;
-        }
-        if let Some(cmd) = pending.request.command() {
-            let failed = outcome
-                .reply
-                .map(|r| r.write_error_indices())
-                .unwrap_or_default();
-            // An update's `nModified` says whether its `$addToSet` grew
-            // the set, and its `$in` fan-out every listed document.
-            let said = ReplySaid {
-                failed: &failed,
-                modified: outcome.modified,
-                walk,
-                request_id: wire::Header::parse(pending.request.borrow_owner())
-                    .map(|h| h.request_id),
-            };
-            origin.partitioning = self.learn(conn, pending.at, cmd, origin, said);
-        }
-        true
-    }
-
-    /// A refused data operation: counted against its pattern when the
-    /// pattern is known already, and nothing more.
-    fn count_refusal(
-        &self,
-        pattern: &str,
-        errors: &[i32],
-        cmd: Option<&Command<'_>>,
-        namespace: &str,
-    ) {
-        let mut k = lock(&self.knowledge);
-        k.rejected_operations += 1;
-        count_throttled(&mut k, pattern, errors, cmd, namespace);
-        if let Some(p) = k.patterns.patterns.map_get_mut(pattern) {
-            for code in errors {
-                p.count_error(*code);
-            }
-        }
-    }
-
     /// An answered operation, under one lock: its cursor remembered (or
     /// forgotten once exhausted), the stored documents it returns observed,
     /// and the rules' document and operation hooks run. Returns its
@@ -695,183 +526,6 @@ impl Engine {
         };
         self.emit(events);
         request_units
-    }
-
-    /// A data operation the server accepted: it joins the connection's
-    /// invocation, its pattern and shape are counted, its partition
-    /// targeting classified, what it writes recorded, and the rules' request
-    /// and document hooks run. Returns how it meets the partition key.
-    fn learn(
-        &mut self,
-        conn: u64,
-        at: Instant,
-        cmd: &Command<'_>,
-        origin: &mut RequestOrigin,
-        said: ReplySaid<'_>,
-    ) -> Option<partition::Partitioning> {
-        let ReplySaid {
-            failed,
-            modified,
-            walk,
-            request_id,
-        } = said;
-        let (finished, follow_up, context) = self.place(conn, at, cmd, origin);
-        let (app, held) = self
-            .conns
-            .get(&conn)
-            .map_or((0, None), |c| (c.app, c.claimed));
-        let (shape, namespace) = (&origin.shape, &origin.namespace);
-        let (pattern, named_by) = (origin.request_pattern(), origin.request_named_by());
-        let (events, partitioning, test, claimed, inserted) = {
-            let mut k = lock(&self.knowledge);
-            // A connection claimed for a test (see `suite`) serves it until
-            // its next claim; else the test running on its worker.
-            let claimed = request_id.and_then(|r| k.suite.claimed(r));
-            let test = match claimed.or(held) {
-                Some(t) => {
-                    k.suite.count(t);
-                    Some(t)
-                }
-                None => k.suite.operation_at(app, at),
-            };
-            for inv in &finished {
-                k.patterns
-                    .commit_since(&inv.invocation, inv.counted.as_deref());
-            }
-            if let Some(leading) = origin.followed {
-                k.patterns.led(leading);
-            }
-            k.operations += 1;
-            if let Some(prefix) = cmd.folded_prefix() {
-                k.databases.saw(prefix, cmd.db);
-            }
-            let partitioning = partition::classify_operation(cmd, namespace, &k.partition_keys);
-            let trace = cmd.trace_id();
-            k.trace = cmd.trace_context();
-            k.test = test;
-            k.database = folded_database(cmd);
-            k.patterns.touch(
-                pattern,
-                named_by,
-                namespace,
-                shape,
-                cmd.name,
-                partitioning,
-                trace,
-            );
-            if let Some(t) = test {
-                k.patterns.count_test(pattern, t);
-            }
-            let view = OpView {
-                cmd,
-                namespace,
-                shape,
-                pattern,
-                named_by,
-                partitioning,
-                follow_up: follow_up.as_ref(),
-                request: origin.request,
-                context,
-                walk,
-            };
-            let (events, inserted) = observe_writes(&mut k, &view, failed, modified, at);
-            k.trace = None;
-            k.test = None;
-            k.database = None;
-            (events, partitioning, test, claimed, inserted)
-        };
-        origin.test = test;
-        origin.inserted = inserted;
-        if claimed.is_some() {
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.claimed = claimed;
-            }
-        }
-        self.emit(events);
-        partitioning
-    }
-
-    /// Puts an accepted data operation into the application request it
-    /// belongs to (see `requests`), noting it on `origin`. Returns the
-    /// requests that closed to make room, and the N+1 follow-up it is,
-    /// if any: a find fetching, for one element of a list read of the
-    /// request, documents by a value taken from that element.
-    fn place(
-        &mut self,
-        conn: u64,
-        at: Instant,
-        cmd: &Command<'_>,
-        origin: &mut RequestOrigin,
-    ) -> (requests::Closed, Option<FollowUp>, bool) {
-        let trace = cmd
-            .trace_id()
-            .or_else(|| cmd.comment().and_then(TraceId::from_comment));
-        let state = self.conns.entry(conn).or_default();
-        let op = Operation {
-            conn,
-            app: state.app,
-            at,
-            origin,
-            trace,
-            weight: self.weight,
-            count: cmd.counts(),
-            detail: cmd.kind == Kind::Find && !origin.list,
-        };
-        let (namespace, shape) = (&origin.namespace, origin.shape.hash);
-        let (placed, finished) = self.requests.place(&op, state.current, || {
-            follow_ups::FollowUpQuery::of(cmd, namespace, shape)
-        });
-        state.current = Some(placed.request);
-        origin.request = Some(placed.request);
-        origin.joined =
-            (*placed.pattern != *origin.pattern).then(|| (placed.pattern.clone(), placed.named_by));
-        origin.followed = placed.followed.as_ref().map(|f| f.leading.shape.hash);
-        let context = placed.followed.as_ref().is_some_and(|f| {
-            f.leading_list
-                && f.leading_docs >= 2
-                && !f.link.per_element
-                && !f.link.batch
-                && f.link.source_field != "_id"
-        });
-        let follow_up = placed
-            .followed
-            .filter(|f| f.link.per_element && f.leading_list && cmd.kind == Kind::Find)
-            .map(|f| FollowUp {
-                leading_pattern: f.leading.request_pattern().to_string(),
-                leading_shape: f.leading.shape.text.to_string(),
-                leading_namespace: f.leading.namespace.to_string(),
-                field: f.link.field,
-                source_field: f.link.source_field,
-                count: f.link.count,
-                leading_docs: f.leading_docs,
-                distinct: f.link.distinct,
-                list_rows: f.link.rows,
-                list_values: f.link.values,
-            });
-        (finished, follow_up, context)
-    }
-
-    /// A hello's reply: the platform it names (see `target::detect`).
-    fn learn_target(&mut self, reply: Option<&Reply<'_>>) {
-        let Some(reply) = reply.filter(|r| r.ok()) else {
-            return;
-        };
-        let mut k = lock(&self.knowledge);
-        k.detected(super::target::detect(reply.body));
-        self.hello_wanted = k.wants_hello();
-    }
-
-    /// A shardCollection / customAction the server accepted: its key.
-    fn learn_partition_key(&self, pending: &Pending, reply: Option<&Reply<'_>>) {
-        if !reply.is_some_and(|r| r.ok()) {
-            return;
-        }
-        let Some(cmd) = pending.request.command() else {
-            return;
-        };
-        if let Some((namespace, key)) = lock(&self.knowledge).partition_keys.learn(cmd) {
-            tracing::info!(%namespace, key = %key.describe(), "partition key learnt from {}", key.source.describe());
-        }
     }
 
     /// Keeps a request until its reply comes, charging its bytes to the
@@ -1010,43 +664,6 @@ impl Engine {
     }
 }
 
-/// The real database of an operation whose namespace folds several (a
-/// hash of its name), for the findings to count; None otherwise.
-pub(super) fn folded_database(cmd: &Command<'_>) -> Option<u32> {
-    cmd.folded_prefix()
-        .map(|_| crate::analysis::hash::fnv1a(cmd.db.as_bytes()) as u32)
-}
-
-/// Counts an operation's throttling errors (see `target::is_throttling`)
-/// in all and on its pattern, by the partition-key value it carried (see
-/// `PatternStats::throttled_keys`); its errors are counted with the rest.
-fn count_throttled(
-    k: &mut Knowledge,
-    pattern: &str,
-    errors: &[i32],
-    cmd: Option<&Command<'_>>,
-    namespace: &str,
-) {
-    let target = k.target.target;
-    let n = errors
-        .iter()
-        .filter(|c| super::target::is_throttling(**c, target))
-        .count() as u64;
-    if n == 0 {
-        return;
-    }
-    k.throttled_operations += n;
-    let key = cmd
-        .zip(k.partition_keys.get(namespace))
-        .and_then(|(cmd, key)| partition::key_value_hash(cmd, key));
-    if let Some(p) = k.patterns.patterns.map_get_mut(pattern) {
-        p.throttled += n;
-        if let Some(key) = key {
-            p.throttled_key(key);
-        }
-    }
-}
-
 /// The estimated request units of an answered operation, from what the
 /// knowledge store holds of its collection (see `request_units`).
 fn price(
@@ -1082,14 +699,13 @@ fn price(
     )
 }
 
-/// `part`, a slice of `frame`'s bytes, as a `Bytes` sharing them (no copy),
-/// with the length of what it keeps alive (the whole frame, to charge).
-fn slice_of(frame: &Bytes, part: &[u8]) -> Option<(Bytes, usize)> {
-    let start = (part.as_ptr() as usize).checked_sub(frame.as_ptr() as usize)?;
-    (start + part.len() <= frame.len())
-        .then(|| (frame.slice(start..start + part.len()), frame.len()))
-}
-
 fn lock(knowledge: &Mutex<Knowledge>) -> std::sync::MutexGuard<'_, Knowledge> {
     knowledge.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The real database of an operation whose namespace folds several (a
+/// hash of its name), for the findings to count; None otherwise.
+pub(super) fn folded_database(cmd: &Command<'_>) -> Option<u32> {
+    cmd.folded_prefix()
+        .map(|_| crate::analysis::hash::fnv1a(cmd.db.as_bytes()) as u32)
 }
