@@ -270,15 +270,16 @@ impl ReadThenWrite {
             } else if covers.contains(&Cover::Unknown) {
                 (
                     Severity::Info,
-                    "wirelint has not seen this collection's indexes (no createIndexes, listIndexes or drop of it \
-                     went by): unless a unique index covers the key, two writers can both find nothing and both insert",
+                    "wirelint has seen neither a unique index created on this collection nor a listing of its \
+                     indexes (no listIndexes or drop of it went by): unless a unique index covers the key, two \
+                     writers can both find nothing and both insert",
                 )
             } else if covers.contains(&Cover::Partly) {
                 (
                     Severity::Info,
-                    "none of the indexes seen created on this collection is unique on the key, and its others are \
-                     not known (no listIndexes or drop of it went by): unless a unique index covers the key, two \
-                     writers can both find nothing and both insert",
+                    "none of the unique indexes seen created on this collection covers the key, and its others \
+                     are not known (no listIndexes or drop of it went by): unless a unique index covers the key, \
+                     two writers can both find nothing and both insert",
                 )
             } else {
                 (
