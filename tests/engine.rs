@@ -1483,6 +1483,45 @@ fn a_few_lookups_of_listed_values_are_no_n_plus_one() {
     );
 }
 
+/// A list of six users, each by its own `_id`; then three reads of one
+/// listed user's notifications (the signed-in user, request after
+/// request): one row's value asked three times is not per-row work. The
+/// same three reads for three listed users are an N+1.
+#[test]
+fn one_rows_value_asked_again_is_no_n_plus_one() {
+    let user = |u: u8| bson::oid::ObjectId::from_bytes([u, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]);
+    let run = |asked: [u8; 3]| {
+        let users: Vec<_> = (0..6u8)
+            .map(|u| rawdoc! {"_id": user(u), "name": format!("user {u}")})
+            .collect();
+        let ids: Vec<_> = (0..6u8).map(|u| bson::RawBson::ObjectId(user(u))).collect();
+        let mut in_ = bson::RawArrayBuf::new();
+        for id in ids {
+            in_.push(id);
+        }
+        let mut ops = vec![(
+            1,
+            rawdoc! {"find": "users", "filter": {"_id": {"$in": in_}}, "$db": "d"},
+            users,
+        )];
+        for u in asked {
+            ops.push((
+                1,
+                rawdoc! {"find": "notifications", "filter": {"user": user(u)}, "$db": "d"},
+                vec![rawdoc! {"_id": i32::from(u), "user": user(u), "read": false}],
+            ));
+        }
+        run_ops(ops).rules
+    };
+    let n_plus_one = ("WL401".to_string(), "d.notifications".to_string());
+    assert!(
+        !run([2, 2, 2]).contains(&n_plus_one),
+        "{:?}",
+        run([2, 2, 2])
+    );
+    assert!(run([1, 2, 3]).contains(&n_plus_one), "{:?}", run([1, 2, 3]));
+}
+
 /// A list's request is followed from other connections while it is live.
 /// A thread page lists 10 comments by 3 authors; three lookups of those
 /// authors right after it, on other connections, are its N+1. The same
