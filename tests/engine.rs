@@ -1273,6 +1273,38 @@ fn untagged_requests_are_rebuilt_from_the_values_they_carry() {
     assert_eq!(run.rules.len(), 2, "{:?}", run.rules);
 }
 
+/// A profile page counts the user's reuses, `{owner, deleted: null}`: a
+/// count on read by `owner`. The null flag names no parent, so it is not
+/// a second finding.
+#[test]
+fn a_count_on_read_is_by_its_parent_not_by_a_flag() {
+    let mut ops = Vec::new();
+    for u in 0..4 {
+        let user = bson::oid::ObjectId::from_bytes([u, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4]);
+        ops.push((
+            1,
+            rawdoc! {"find": "users", "filter": {"_id": user}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": user, "name": "n"}],
+        ));
+        ops.push((
+            1,
+            rawdoc! {"aggregate": "reuses", "pipeline": [{"$match": {"owner": user, "deleted": bson::RawBson::Null}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"},
+            vec![rawdoc! {"_id": 1, "n": 2}],
+        ));
+    }
+    let run = run_ops(ops);
+    let counts: Vec<&String> = run
+        .messages
+        .iter()
+        .filter(|(r, _)| r == "WL403")
+        .map(|(_, m)| m)
+        .collect();
+    assert!(
+        counts.len() == 1 && counts[0].contains("counted by `owner`"),
+        "{counts:?}"
+    );
+}
+
 /// An order page: the order by `_id`, then its customer, its shipment and
 /// its invoice, each read by a value of the order: four round trips on
 /// every call, none of them a list's per-element follow-up or a count.

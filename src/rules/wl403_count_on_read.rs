@@ -202,6 +202,17 @@ impl Rule for CountOnRead {
         if fields.iter().any(is_ref) {
             fields.retain(is_ref);
         }
+        // A flag or a missing value (`deleted: null`, `archived: false`)
+        // selects among the children; it names no parent.
+        let flag = |f: &String| {
+            filters(op.cmd).iter().any(|d| {
+                matches!(
+                    d.get(f).ok().flatten(),
+                    Some(bson::RawBsonRef::Null | bson::RawBsonRef::Boolean(_))
+                )
+            })
+        };
+        fields.retain(|f| !flag(f));
         for field in fields {
             let c = self
                 .counts
