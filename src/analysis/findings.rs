@@ -331,7 +331,10 @@ impl FindingStore {
                     stored.base_len = draft.message.len();
                     stored.saving = draft.saving;
                     stored.finding.message = draft.message;
-                    stored.finding.advice = draft.advice.unwrap_or(meta.advice).to_string();
+                    let advice = draft.advice.unwrap_or(meta.advice);
+                    if stored.finding.advice != advice {
+                        stored.finding.advice = advice.to_string();
+                    }
                     if let Some(saving) = draft.saving {
                         saving.write(&mut stored.finding.message);
                     }

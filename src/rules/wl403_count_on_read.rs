@@ -117,8 +117,8 @@ fn fixed_predicate(filter: &[u8], depth: usize) -> bool {
 
 /// A read's request, with a hash of its namespace and its filter (values
 /// and all): what a list and its total share.
-fn filter_key(op: &OpView<'_>) -> Option<(u64, u64)> {
-    let filter = *filters(op.cmd).first()?;
+fn filter_key(op: &OpView<'_>, filter: Option<&bson::RawDocument>) -> Option<(u64, u64)> {
+    let filter = filter?;
     let h = crate::analysis::hash::fnv1a(op.namespace.as_bytes());
     Some((
         op.request?,
@@ -165,7 +165,7 @@ impl Rule for CountOnRead {
             }
             // A list's total has the list's filter (a detail read has none).
             let list = crate::analysis::follow_ups::is_list_read(op.cmd);
-            if let Some(key) = filter_key(op).filter(|_| list) {
+            if let Some(key) = filter_key(op, filters(op.cmd).first().copied()).filter(|_| list) {
                 if self.recent_reads.len() >= RECENT_READS {
                     self.recent_reads.pop_front();
                 }
@@ -173,20 +173,23 @@ impl Rule for CountOnRead {
             }
             return;
         }
-        let total = filter_key(op).is_some_and(|k| self.recent_reads.contains(&k));
+        // Parsed once: a pipeline's first `$match` is found by a walk.
+        let filters = filters(op.cmd);
+        let total = filter_key(op, filters.first().copied())
+            .is_some_and(|k| self.recent_reads.contains(&k));
         let written = self
             .writes
             .get(op.pattern)
             .is_some_and(|w| w.contains_key(op.namespace));
-        let fixed = filters(op.cmd)
+        let fixed = filters
             .first()
             .is_none_or(|f| fixed_predicate(f.as_bytes(), 0));
         if op.context || total || written || !fixed {
             return;
         }
-        let mut fields: Vec<String> = filters(op.cmd)
-            .into_iter()
-            .flat_map(equality_paths)
+        let mut fields: Vec<String> = filters
+            .iter()
+            .flat_map(|f| equality_paths(f))
             .filter(|f| f != "_id")
             .collect();
         // Children are counted by their parent's id: when some counted field
@@ -205,7 +208,7 @@ impl Rule for CountOnRead {
         // A flag or a missing value (`deleted: null`, `archived: false`)
         // selects among the children; it names no parent.
         let flag = |f: &String| {
-            filters(op.cmd).iter().any(|d| {
+            filters.iter().any(|d| {
                 matches!(
                     d.get(f).ok().flatten(),
                     Some(bson::RawBsonRef::Null | bson::RawBsonRef::Boolean(_))
