@@ -140,6 +140,16 @@ impl<K: Ord + Weight, V: Weight> RuleTable<K, V> {
         Some(v)
     }
 
+    /// Takes every entry out, giving their charges back.
+    pub fn clear(&mut self) {
+        let map = std::mem::take(&mut self.map);
+        if let Some(pool) = &self.pool {
+            for (k, v) in &map {
+                pool.release(entry_weight(k, v));
+            }
+        }
+    }
+
     /// Every entry, values mutable in place.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
         self.map.iter_mut()
@@ -148,11 +158,7 @@ impl<K: Ord + Weight, V: Weight> RuleTable<K, V> {
 
 impl<K: Ord + Weight, V: Weight> Drop for RuleTable<K, V> {
     fn drop(&mut self) {
-        if let Some(pool) = &self.pool {
-            for (k, v) in &self.map {
-                pool.release(entry_weight(k, v));
-            }
-        }
+        self.clear();
     }
 }
 
