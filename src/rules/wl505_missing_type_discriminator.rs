@@ -1,6 +1,6 @@
 //! WL505 missing-type-discriminator: one collection holds documents of
 //! clearly different shapes (field sets that share less than half their
-//! fields), and no field common to them has values that tell them apart.
+//! fields, each with two fields or more the other lacks), and no field common to them has values that tell them apart.
 //! *Data modeling in Azure Cosmos DB*: books and their reviews in one collection need a
 //! `type` field.
 
@@ -45,6 +45,22 @@ fn jaccard(a: &FieldSet, b: &FieldSet) -> f64 {
 fn nested(a: &FieldSet, b: &FieldSet) -> bool {
     let within = |x: &FieldSet, y: &FieldSet| x.fields.iter().all(|f| y.fields.contains(f));
     within(a, b) || within(b, a)
+}
+
+/// Fields of `a` that `b` lacks, `_id` aside.
+fn own(a: &FieldSet, b: &FieldSet) -> usize {
+    a.fields
+        .iter()
+        .filter(|f| *f != "_id" && !b.fields.contains(f))
+        .count()
+}
+
+/// Whether two field sets are two kinds of document: they share less than
+/// half their fields, and each has at least two fields of its own. Sets
+/// that differ by one field each hold one entity with alternatives (an
+/// owner that is a user or an organization), not two kinds.
+fn apart(a: &FieldSet, b: &FieldSet) -> bool {
+    jaccard(a, b) < 0.5 && own(a, b) >= 2 && own(b, a) >= 2
 }
 
 /// The kinds: field sets grouped so that sets which nest (one holds every
@@ -119,12 +135,12 @@ impl Rule for MissingTypeDiscriminator {
                 .filter(|s| s.count as f64 >= min_share * ns.documents_seen as f64)
                 .collect();
             let all = kinds_of(&sets);
-            // Kinds that differ clearly: no set of one shares half its
-            // fields with a set of the other.
+            // Kinds that differ clearly: every set of one is apart from
+            // every set of the other.
             let distinct = all.iter().enumerate().any(|(i, a)| {
                 all.iter()
                     .skip(i + 1)
-                    .any(|b| a.iter().all(|x| b.iter().all(|y| jaccard(x, y) < 0.5)))
+                    .any(|b| a.iter().all(|x| b.iter().all(|y| apart(x, y))))
             });
             if !distinct || discriminator(&all).is_some() {
                 continue;
@@ -171,5 +187,35 @@ impl Rule for MissingTypeDiscriminator {
         for d in drafts {
             cx.report(&META, d);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{apart, FieldSet};
+
+    fn set(fields: &[&str]) -> FieldSet {
+        let mut s = FieldSet::default();
+        s.fields = fields.iter().map(|f| f.to_string()).collect();
+        s.count = 10;
+        s
+    }
+
+    #[test]
+    fn kinds_are_apart_by_two_fields_of_their_own_each() {
+        // Books and their reviews: two kinds.
+        assert!(apart(
+            &set(&["_id", "title", "isbn", "authors"]),
+            &set(&["_id", "bookId", "rating", "text"])
+        ));
+        // Owned by a user or by an organization: one kind, two references.
+        assert!(!apart(
+            &set(&["_id", "organization"]),
+            &set(&["_id", "owner"])
+        ));
+        assert!(!apart(
+            &set(&["_id", "name", "organization"]),
+            &set(&["_id", "name", "owner", "private"])
+        ));
     }
 }
