@@ -179,6 +179,7 @@ impl Rule for UnboundedArrayGrowth {
                 .get(op.namespace)
                 .and_then(|ns| ns.arrays.get(&path));
             let growth = array.map_or(0, |a| a.growth_events);
+            let regrowth = array.map_or(0, |a| a.regrowth_events);
             let max_len = array.map_or(0, |a| a.lengths.max);
             let lengths_known = array.is_some_and(|a| a.lengths.count > 0);
             let rewrite = matches!(operator, "$set" | "replacement");
@@ -187,21 +188,31 @@ impl Rule for UnboundedArrayGrowth {
                 && array.is_some_and(|a| {
                     a.since_growth as f64 >= cx.threshold(&META, op.namespace, "settled_after")
                 });
-            // A rewritten array is only a problem once seen growing; any
-            // array only once it is not a small bounded set.
+            // A rewritten array is only a problem once seen growing from a
+            // length it had (an array filled once, when its document is
+            // first saved whole, is not growing); any array only once it is
+            // not a small bounded set.
             if settled {
                 // Reported while it was still growing, perhaps: withdrawn.
                 cx.retract(&META, op.namespace, &path);
                 continue;
             }
-            if (rewrite && growth == 0)
+            if (rewrite && regrowth == 0)
                 || (lengths_known
                     && max_len as f64 <= cx.threshold(&META, op.namespace, "small_length"))
             {
                 continue;
             }
+            // What the documents seen growing reached, not an array inserted
+            // long elsewhere in the collection.
+            // (A set grown by `$addToSet` replies alone has no known
+            // length: the longest seen stands for it.)
+            let grown_to = array
+                .map(|a| a.grown_to)
+                .filter(|&g| g > 0)
+                .unwrap_or(max_len);
             let severity = if growth > 0
-                && max_len as f64 >= cx.threshold(&META, op.namespace, "error_length")
+                && grown_to as f64 >= cx.threshold(&META, op.namespace, "error_length")
             {
                 Severity::Error
             } else {
@@ -213,6 +224,7 @@ impl Rule for UnboundedArrayGrowth {
             evidence.insert("growth_confirmed".into(), json!(growth > 0));
             evidence.insert("growth_events".into(), json!(growth));
             evidence.insert("max_length_seen".into(), json!(max_len));
+            evidence.insert("longest_seen_growing".into(), json!(grown_to));
             let what = match operator {
                 "$push" => format!("$push onto `{path}` with no $slice"),
                 "$addToSet" => format!(
@@ -225,9 +237,11 @@ impl Rule for UnboundedArrayGrowth {
             let seen = match (growth, lengths_known) {
                 (0, false) => String::new(),
                 (0, true) => format!("; the longest seen has {max_len} elements"),
-                (g, _) => format!(
-                    "; the same documents were seen growing {g} times, up to {max_len} elements"
-                ),
+                (g, _) => {
+                    // A rewrite counts growth from a length the array had.
+                    let g = if rewrite { regrowth } else { g };
+                    format!("; the same documents were seen growing {g} times, up to {grown_to} elements")
+                }
             };
             cx.report(
                 &META,

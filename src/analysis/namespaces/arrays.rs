@@ -21,6 +21,14 @@ pub struct ArrayStats {
     pub lengths: SizeHist,
     /// Times the same document's array was seen longer than before.
     pub growth_events: u64,
+    /// Of those, the times an array that was not empty grew: longer again,
+    /// not filled for the first time (a dataset created empty, then saved
+    /// once with its resources).
+    pub regrowth_events: u64,
+    /// The longest a document's array was seen when it had grown: what
+    /// the documents seen growing reached (an array inserted long and
+    /// never grown is not among them).
+    pub grown_to: u64,
     /// The largest increase seen between two observations of one document.
     pub max_growth: u64,
     /// Observations of a document seen before that showed no growth, since
@@ -35,6 +43,8 @@ impl ArrayStats {
     fn observed(&mut self, before: u32, len: u32) {
         if len > before {
             self.growth_events += 1;
+            self.regrowth_events += u64::from(before > 0);
+            self.grown_to = self.grown_to.max(len as u64);
             self.max_growth = self.max_growth.max((len - before) as u64);
             self.since_growth = 0;
         } else {
@@ -508,6 +518,51 @@ mod tests {
             &Doc::new(&rawdoc! {"_id": 7, "comments": [1, 2, 3, 4, 5, 6]}, &caps),
         );
         assert_eq!(since(&ns), 0);
+    }
+
+    #[test]
+    fn an_array_filled_once_has_not_grown_again() {
+        let mut ns = Namespaces::default();
+        let caps = Caps::default();
+        let stats = |ns: &Namespaces| {
+            let a = ns
+                .get("d.datasets")
+                .unwrap()
+                .arrays
+                .get(&"resources".to_string())
+                .unwrap();
+            (a.growth_events, a.regrowth_events)
+        };
+        ns.observe_document(
+            "d.datasets",
+            &Doc::new(&rawdoc! {"_id": 1, "resources": []}, &caps),
+        );
+        ns.observe_document(
+            "d.datasets",
+            &Doc::new(&rawdoc! {"_id": 1, "resources": [1, 2, 3]}, &caps),
+        );
+        assert_eq!(stats(&ns), (1, 0), "filled once");
+        ns.observe_document(
+            "d.datasets",
+            &Doc::new(&rawdoc! {"_id": 1, "resources": [1, 2, 3, 4]}, &caps),
+        );
+        assert_eq!(stats(&ns), (2, 1), "then longer again");
+        let long = bson::RawDocumentBuf::try_from(
+            &bson::doc! {"_id": 2, "resources": (0..60).collect::<Vec<i32>>()},
+        )
+        .unwrap();
+        ns.observe_document("d.datasets", &Doc::new(&long, &caps));
+        let a = ns
+            .get("d.datasets")
+            .unwrap()
+            .arrays
+            .get(&"resources".to_string())
+            .unwrap();
+        assert_eq!(
+            (a.lengths.max, a.grown_to),
+            (60, 4),
+            "inserted long, never grown"
+        );
     }
 
     #[test]
