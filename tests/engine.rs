@@ -1305,6 +1305,83 @@ fn a_count_on_read_is_by_its_parent_not_by_a_flag() {
     );
 }
 
+/// A notifications page counts the user's notifications, then reads the
+/// page with the same filter (a paginator's total, counted first); a
+/// reuse's save counts its owner's reuses and stores the count on the
+/// owner (a counter kept on write). Neither counts on read; a profile
+/// that counts the user's datasets beside its reads does.
+#[test]
+fn totals_counted_first_and_counts_kept_on_write_are_not_on_read() {
+    let count = |coll: &str, field: &str, user: bson::oid::ObjectId, n: i32| {
+        let filter = bson::doc! {field: user};
+        let filter = bson::RawDocumentBuf::try_from(&filter).unwrap();
+        (
+            1,
+            rawdoc! {"aggregate": coll, "pipeline": [{"$match": filter}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"},
+            vec![rawdoc! {"_id": 1, "n": n}],
+        )
+    };
+    let mut ops = Vec::new();
+    for u in 0..4u8 {
+        let user = bson::oid::ObjectId::from_bytes([u, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]);
+        let me = rawdoc! {"find": "users", "filter": {"_id": user}, "limit": 1, "$db": "d"};
+        let profile = vec![rawdoc! {"_id": user, "name": "n"}];
+        // The notifications page.
+        ops.push((1, me.clone(), profile.clone()));
+        ops.push(count("notifications", "user", user, 2));
+        ops.push((
+            1,
+            rawdoc! {"find": "notifications", "filter": {"user": user}, "sort": {"at": -1}, "skip": 0, "limit": 20, "$db": "d"},
+            vec![rawdoc! {"_id": u as i32 * 10, "user": user}, rawdoc! {"_id": u as i32 * 10 + 1, "user": user}],
+        ));
+        // A reuse saved: its owner's reuses counted, the count stored on
+        // the owner.
+        let reuse = bson::oid::ObjectId::from_bytes([u, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 5]);
+        ops.push((
+            3,
+            rawdoc! {"find": "reuses", "filter": {"_id": reuse}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": reuse, "owner": user, "title": "t"}],
+        ));
+        ops.push((
+            3,
+            rawdoc! {"find": "users", "filter": {"_id": user}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": user, "name": "n"}],
+        ));
+        let mut c = count("reuses", "owner", user, 3);
+        c.0 = 3;
+        ops.push(c);
+        ops.push((
+            3,
+            rawdoc! {"update": "users", "updates": [{"q": {"_id": user}, "u": {"$set": {"metrics.reuses": 3}}}], "$db": "d"},
+            vec![],
+        ));
+        // The profile: the user, their organizations, their datasets counted.
+        ops.push((2, me, profile));
+        ops.push((
+            2,
+            rawdoc! {"find": "organizations", "filter": {"members.user": user}, "$db": "d"},
+            vec![rawdoc! {"_id": u as i32, "name": "o"}],
+        ));
+        let mut c = count("datasets", "owner", user, 4);
+        c.0 = 2;
+        ops.push(c);
+    }
+    let run = run_ops(ops);
+    let counts: Vec<&String> = run
+        .messages
+        .iter()
+        .filter(|(r, _)| r == "WL403")
+        .map(|(_, m)| m)
+        .collect();
+    assert!(
+        counts.len() == 1
+            && counts[0].starts_with("documents are counted by `owner`")
+            && run.rules.contains(&("WL403".into(), "d.datasets".into())),
+        "{counts:?} {:?}",
+        run.rules
+    );
+}
+
 /// An order page: the order by `_id`, then its customer, its shipment and
 /// its invoice, each read by a value of the order: four round trips on
 /// every call, none of them a list's per-element follow-up or a count.

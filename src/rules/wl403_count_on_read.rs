@@ -9,11 +9,16 @@
 //! computed again on every read instead of kept on write.
 //!
 //! Reads only, and per parent only. Not count-on-read:
-//! - a count with the very filter (values and all) of a read in the same
-//!   request: that list's total (a page's `Total-Count`);
+//! - a count with the very filter (values and all) of a list read in the
+//!   same request, before it or after it: that list's total (a page's
+//!   `Total-Count`; paginators count first);
 //! - a count in a request that also writes the counted collection
 //!   (progress totals of a copy or delete, "is this blob still shared?"
 //!   before deleting a record): a write path;
+//! - a count its parent's document stores right after (an update of the
+//!   parent by the `_id` it was counted by: a user's reuses counted and
+//!   saved in the user's metrics when a reuse is written): the counter
+//!   kept on write, as advised;
 //! - a count keyed by the context of a list it follows (a value every
 //!   listed document carries: the course's threads after its reviews),
 //!   asked once per list;
@@ -25,6 +30,7 @@ use super::common::RuleTable;
 use super::{
     FindingDraft, Hooks, OpView, Rule, RuleContext, RuleMeta, SavedPer, Severity, Threshold,
 };
+use crate::analysis::namespaces::value_hash;
 use crate::analysis::partition::{equality_paths, filters};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -61,10 +67,36 @@ pub struct CountOnRead {
     /// filter), newest last: a count with the very filter of a read of its
     /// request is that read's total.
     recent_reads: std::collections::VecDeque<(u64, u64)>,
+    /// The latest counts, newest last.
+    recent_counts: std::collections::VecDeque<RecentCount>,
+    /// Operations seen, for how recent a count is.
+    ops: u64,
+    /// Count shapes shown to be a list's total or a counter kept on write
+    /// by what came after them.
+    settled: RuleTable<u64, ()>,
 }
 
 /// Reads remembered for totals, at most.
 const RECENT_READS: usize = 256;
+
+/// Counts remembered until their request shows what they were for.
+const RECENT_COUNTS: usize = 64;
+
+/// Operations after a count within which a write of its parent stores it.
+const STORED_WITHIN: u64 = 8;
+
+/// A count, until what follows it shows what it was for.
+struct RecentCount {
+    /// Its request, and a hash of its namespace and filter (values and all).
+    request: u64,
+    filter: u64,
+    /// Its key in `settled`.
+    count: u64,
+    /// A hash of the parent's id it counts by (0 for none).
+    parent: u64,
+    /// `ops` when it was seen.
+    at: u64,
+}
 
 #[derive(Clone, Copy, Default)]
 struct Carried {
@@ -126,6 +158,18 @@ fn filter_key(op: &OpView<'_>, filter: Option<&bson::RawDocument>) -> Option<(u6
     ))
 }
 
+impl CountOnRead {
+    /// Marks the recent counts `which` picks as settled (not on read), and
+    /// forgets them.
+    fn settle(&mut self, which: impl Fn(&RecentCount) -> bool, cx: &mut RuleContext<'_>) {
+        while let Some(i) = self.recent_counts.iter().position(&which) {
+            if let Some(c) = self.recent_counts.remove(i) {
+                self.settled.insert(c.count, (), cx.pool);
+            }
+        }
+    }
+}
+
 impl Rule for CountOnRead {
     fn meta(&self) -> &'static RuleMeta {
         &COUNT
@@ -136,7 +180,18 @@ impl Rule for CountOnRead {
     }
 
     fn on_request(&mut self, op: &OpView<'_>, cx: &mut RuleContext<'_>) {
+        self.ops += 1;
         if op.cmd.kind.is_write() {
+            // A count stored in its parent right after (`$set` of the
+            // parent's document, by its `_id`): the counter kept on write.
+            let id = filters(op.cmd)
+                .first()
+                .and_then(|f| f.get("_id").ok().flatten())
+                .map(value_hash);
+            if let Some(id) = id.filter(|_| !self.recent_counts.is_empty()) {
+                let since = self.ops.saturating_sub(STORED_WITHIN);
+                self.settle(|c| c.parent == id && c.at >= since, cx);
+            }
             let known = self
                 .writes
                 .get(op.pattern)
@@ -166,6 +221,8 @@ impl Rule for CountOnRead {
             // A list's total has the list's filter (a detail read has none).
             let list = crate::analysis::follow_ups::is_list_read(op.cmd);
             if let Some(key) = filter_key(op, filters(op.cmd).first().copied()).filter(|_| list) {
+                // A count before it with its filter was its total.
+                self.settle(|c| (c.request, c.filter) == key, cx);
                 if self.recent_reads.len() >= RECENT_READS {
                     self.recent_reads.pop_front();
                 }
@@ -175,8 +232,8 @@ impl Rule for CountOnRead {
         }
         // Parsed once: a pipeline's first `$match` is found by a walk.
         let filters = filters(op.cmd);
-        let total = filter_key(op, filters.first().copied())
-            .is_some_and(|k| self.recent_reads.contains(&k));
+        let key = filter_key(op, filters.first().copied());
+        let total = key.is_some_and(|k| self.recent_reads.contains(&k));
         let written = self
             .writes
             .get(op.pattern)
@@ -216,6 +273,29 @@ impl Rule for CountOnRead {
             })
         };
         fields.retain(|f| !flag(f));
+        // Settled by shape, wherever it is sent: a count that saving a
+        // child stores in its parent is sent again when nothing changed,
+        // and then nothing is written.
+        let count = op.shape.hash;
+        if let Some((request, filter)) = key {
+            if self.recent_counts.len() >= RECENT_COUNTS {
+                self.recent_counts.pop_front();
+            }
+            let parent = fields
+                .first()
+                .and_then(|f| filters.first()?.get(f).ok().flatten())
+                .map_or(0, value_hash);
+            self.recent_counts.push_back(RecentCount {
+                request,
+                filter,
+                count,
+                parent,
+                at: self.ops,
+            });
+        }
+        if self.settled.contains_key(&count) {
+            return;
+        }
         for field in fields {
             let c = self
                 .counts
