@@ -1469,6 +1469,64 @@ fn a_read_repeated_within_a_request_is_named_as_such() {
     );
 }
 
+/// Untagged, an item's position: the item, its folder read twice (an
+/// access check, then a validation) and a count of what sorts before it:
+/// three reads, yet the folder is asked for again with the same id in
+/// every call. A transfer page reading two accounts of one shape (from,
+/// to) asks for two things, not one twice: silent.
+#[test]
+fn a_read_asked_again_with_the_same_values_is_reported_at_any_size() {
+    let mut ops = Vec::new();
+    for call in 0..4 {
+        let (item, folder) = (format!("i{call}"), format!("f{call}"));
+        ops.push((
+            1,
+            rawdoc! {"find": "items", "filter": {"_id": item.clone()}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": item.clone(), "folderId": folder.clone(), "lowerName": "b"}],
+        ));
+        for _ in 0..2 {
+            ops.push((
+                1,
+                rawdoc! {"find": "folders", "filter": {"_id": folder.clone()}, "limit": 1, "$db": "d"},
+                vec![rawdoc! {"_id": folder.clone(), "name": "docs", "public": true}],
+            ));
+        }
+        ops.push((
+            1,
+            rawdoc! {"count": "items", "query": {"folderId": folder.clone(), "lowerName": {"$lt": "b"}}, "$db": "d"},
+            vec![],
+        ));
+        let (from, to) = (format!("a{call}"), format!("a{}", call + 10));
+        ops.push((
+            2,
+            rawdoc! {"find": "transfers", "filter": {"_id": call}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": call, "fromId": from.clone(), "toId": to.clone(), "amount": 5}],
+        ));
+        for account in [from, to] {
+            ops.push((
+                2,
+                rawdoc! {"find": "accounts", "filter": {"_id": account.clone()}, "limit": 1, "$db": "d"},
+                vec![rawdoc! {"_id": account, "balance": 10}],
+            ));
+        }
+    }
+    let run = run_ops(ops);
+    let chatty: Vec<&String> = run
+        .messages
+        .iter()
+        .filter(|(rule, _)| rule == "WL402")
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(chatty.len(), 1, "{:?} {:?}", run.messages, run.patterns);
+    assert!(
+        chatty[0].starts_with(
+            "`find d.items {_id: ?string} limit` reads the same thing more than once per call"
+        ) && chatty[0].contains("find d.folders {_id: ?string} limit (again in 4 of 4 calls)"),
+        "{}",
+        chatty[0]
+    );
+}
+
 /// A driver spreads one request over its pool: the list on one
 /// connection, its follow-ups on others, with another page's list in
 /// between. Each follow-up joins the request whose result holds its value.

@@ -28,6 +28,9 @@ pub struct RequestOrigin {
     pub followed: Option<u64>,
     /// The test it came from, when a runner said (see `suite`).
     pub test: Option<TestRef>,
+    /// A read's filter's values, hashed together (0 for none): a read of
+    /// one shape with the same values asks for the same thing again.
+    pub values: u64,
     /// An insert's, under a platform priced in request units: what the
     /// documents the server stored come to, added up as they were walked
     /// (what its price needs).
@@ -66,6 +69,7 @@ impl RequestOrigin {
             joined: None,
             followed: None,
             test: None,
+            values: 0,
             inserted: None,
         }
     }

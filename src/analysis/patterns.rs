@@ -77,9 +77,13 @@ pub struct PatternStats {
     /// Of those, what WL401 and WL403 explain (see
     /// [`Invocation::explained`]).
     pub explained: u64,
-    /// The other operations' shapes (the root's first): (shape, calls that
-    /// sent it, times sent), at most [`MAX_SHAPES_PER_PATTERN`].
-    pub chatty_shapes: Vec<(u64, u64, u64)>,
+    /// The other operations' shapes (the root's first), at most
+    /// [`MAX_SHAPES_PER_PATTERN`].
+    pub chatty_shapes: Vec<ChattyShape>,
+    /// Calls by how many of those operations they sent (the last counts
+    /// every call of more): what most calls send, whatever a few calls
+    /// made of two requests sent together add to the average.
+    pub chatty_per_call: [u32; CHATTY_PER_CALL],
     /// Microseconds per invocation.
     pub latency: Histogram<u64>,
     pub docs_returned: u64,
@@ -157,6 +161,7 @@ fn pattern_weight(name: &str) -> usize {
         + LATENCY_HIST_HEAP
         + MAX_NAMESPACES_PER_PATTERN * (std::mem::size_of::<String>() + MAX_KEY)
         + 2 * MAX_SHAPES_PER_PATTERN * 8
+        + MAX_SHAPES_PER_PATTERN * std::mem::size_of::<ChattyShape>()
         + MAX_ERROR_CODES * 48
         + MAX_TESTS_PER_PATTERN * 16
         + ENTRY_OVERHEAD
@@ -186,6 +191,7 @@ impl PatternStats {
             batches: 0,
             explained: 0,
             chatty_shapes: Vec::new(),
+            chatty_per_call: [0; CHATTY_PER_CALL],
             latency: latency_histogram(),
             docs_returned: 0,
             bytes_returned: 0,
@@ -299,6 +305,37 @@ impl BurstStats {
     }
 }
 
+/// Calls told apart by how many chatty operations they sent.
+pub const CHATTY_PER_CALL: usize = 16;
+
+/// One shape a pattern's calls send, beyond what WL401 and WL403 explain
+/// (see [`Invocation::chatty`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChattyShape {
+    pub shape: u64,
+    /// Calls that sent it.
+    pub calls: u64,
+    /// Times sent.
+    pub sent: u64,
+    /// Calls that sent it again with the same values: read twice.
+    pub calls_again: u64,
+}
+
+impl PatternStats {
+    /// How many chatty operations most calls send: the median call's.
+    pub fn chatty_median(&self) -> usize {
+        let calls: u64 = self.chatty_per_call.iter().map(|&n| n as u64).sum();
+        let mut seen = 0;
+        for (n, &c) in self.chatty_per_call.iter().enumerate() {
+            seen += c as u64;
+            if 2 * seen > calls {
+                return n;
+            }
+        }
+        0
+    }
+}
+
 /// One invocation in progress on a connection.
 #[derive(Clone, Debug)]
 pub struct Invocation {
@@ -325,8 +362,9 @@ pub struct Invocation {
     /// Estimated request units of its round trips.
     pub request_units: f64,
     /// The shapes of its other operations (neither explained nor batched),
-    /// in order, the root's first: what a chatty request sends.
-    pub chatty: SmallVec<[u64; 4]>,
+    /// in order, the root's first, each with its filter's values hashed
+    /// (see `RequestOrigin::values`): what a chatty request sends.
+    pub chatty: SmallVec<[(u64, u64); 4]>,
 }
 
 pub struct PatternTable {
@@ -450,18 +488,38 @@ impl PatternTable {
             stats.count_error(*code);
         }
         let old = counted.map_or(&[][..], |c| &c.chatty[..]);
-        for (i, shape) in inv.chatty.iter().enumerate().skip(old.len()) {
-            let first_in_call = !inv.chatty[..i].contains(shape);
+        for (i, sent) in inv.chatty.iter().enumerate().skip(old.len()) {
+            let shape = sent.0;
+            let before = &inv.chatty[..i];
+            let first_in_call = !before.iter().any(|(s, _)| *s == shape);
+            // The same values asked again, for the first time in this call.
+            let again = |j: usize| {
+                let (s, v) = inv.chatty[j];
+                v != 0 && inv.chatty[..j].contains(&(s, v))
+            };
+            let first_again = again(i) && !(0..i).any(|j| inv.chatty[j].0 == shape && again(j));
             let room = stats.chatty_shapes.len() < MAX_SHAPES_PER_PATTERN;
-            match stats.chatty_shapes.iter_mut().find(|e| e.0 == *shape) {
+            match stats.chatty_shapes.iter_mut().find(|e| e.shape == shape) {
                 Some(e) => {
-                    e.1 += u64::from(first_in_call);
-                    e.2 += 1;
+                    e.calls += u64::from(first_in_call);
+                    e.sent += 1;
+                    e.calls_again += u64::from(first_again);
                 }
-                None if room => stats.chatty_shapes.push((*shape, 1, 1)),
+                None if room => stats.chatty_shapes.push(ChattyShape {
+                    shape,
+                    calls: 1,
+                    sent: 1,
+                    calls_again: 0,
+                }),
                 None => {}
             }
         }
+        let bucket = |n: usize| n.min(CHATTY_PER_CALL - 1);
+        if let Some(c) = counted {
+            let was = &mut stats.chatty_per_call[bucket(c.chatty.len())];
+            *was = was.saturating_sub(1);
+        }
+        stats.chatty_per_call[bucket(inv.chatty.len())] += 1;
         if stats.sequence.is_empty() || counted.is_some_and(|c| stats.sequence[..] == c.shapes[..])
         {
             stats.sequence = inv.shapes[..inv.shapes.len().min(MAX_SHAPES_PER_PATTERN)].to_vec();
@@ -526,11 +584,68 @@ mod tests {
         }
     }
 
-    /// The same six constants call after call recur, also when a call is
-    /// seen split (one read answered before the proxy read the other
-    /// five); other users' different constants do not.
     /// A latency histogram starts at about a second and is made whole by
     /// a slower call, keeping what it held; past an hour nothing is kept.
+    /// Calls of a thread page send 1 + 2 reads; one call in three is two
+    /// pages sent together (6): the median call sends 3, whatever the
+    /// average. A folder read twice with the same id in a call counts as
+    /// read again; two folders of one shape (source, destination) do not.
+    #[test]
+    fn calls_are_judged_by_the_median_and_reads_again_by_their_values() {
+        let mut t = PatternTable::default();
+        let page: Arc<str> = Arc::from("page");
+        let shape = Shape::new("find d.folders {_id: ?string} limit".into());
+        t.touch(
+            &page,
+            NamedBy::Comment,
+            "d.folders",
+            &shape,
+            "find",
+            None,
+            None,
+        );
+        let call = |chatty: &[(u64, u64)]| Invocation {
+            pattern: page.clone(),
+            first_shape: 1,
+            round_trips: chatty.len() as u64,
+            latency_micros: 0,
+            docs: 0,
+            bytes: 0,
+            shapes: chatty.iter().map(|c| c.0).collect(),
+            batches: 0,
+            errors: Vec::new(),
+            weight: 1,
+            explained: 0,
+            request_units: 0.0,
+            chatty: chatty.iter().copied().collect(),
+        };
+        let s = shape.hash;
+        for i in 0..6u64 {
+            let one = [(1, 10 + i), (2, 20 + i), (3, 30 + i)];
+            if i % 3 == 2 {
+                let two: Vec<_> = one.iter().chain(one.iter()).copied().collect();
+                t.commit(&call(&two));
+            } else {
+                t.commit(&call(&one));
+            }
+        }
+        let p = t.patterns.map_get_mut("page").unwrap();
+        assert_eq!(p.chatty_median(), 3);
+        assert_eq!(p.invocations, 6);
+        for i in 0..4u64 {
+            // The same folder twice; then a source and a destination.
+            t.commit(&call(&[(1, i), (s, 7 + i), (s, 7 + i), (s, 100 + i)]));
+        }
+        let p = t.patterns.map_get_mut("page").unwrap();
+        let folders = p.chatty_shapes.iter().find(|c| c.shape == s).unwrap();
+        assert_eq!(
+            (folders.calls, folders.sent, folders.calls_again),
+            (4, 12, 4)
+        );
+        let first = p.chatty_shapes.iter().find(|c| c.shape == 1).unwrap();
+        assert_eq!(first.calls_again, 2, "two pages sent together ask again");
+    }
+
     #[test]
     fn a_slow_call_widens_the_latency_histogram() {
         let mut h = latency_histogram();

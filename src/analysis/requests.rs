@@ -446,7 +446,7 @@ impl Requests {
                 if r.invocation.shapes.len() < MAX_SEQUENCE {
                     r.invocation.shapes.push(shape.hash);
                     if !batch && !explained {
-                        r.invocation.chatty.push(shape.hash);
+                        r.invocation.chatty.push((shape.hash, op.origin.values));
                     }
                 }
                 i
@@ -494,7 +494,7 @@ impl Requests {
                         weight: op.weight,
                         explained: 0,
                         request_units: 0.0,
-                        chatty: smallvec::smallvec![shape.hash],
+                        chatty: smallvec::smallvec![(shape.hash, op.origin.values)],
                     },
                     at: op.at,
                     results: Vec::new(),

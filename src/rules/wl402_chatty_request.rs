@@ -7,8 +7,12 @@
 //! One cause, one finding: a list's per-element follow-ups (WL401's) and
 //! counts of what a result holds (WL403's) are not counted, nor batched
 //! fetches for a whole list (an `$in` of its references, WL401's fix);
-//! of the rest, only the queries sent in most calls. A list page that is
-//! chatty only because of its N+1 gets the N+1. Also reported: one shape
+//! of the rest, only the queries sent in most calls, and only when most
+//! calls send that many (the median call, not the average a few merged
+//! calls raise). A list page that is chatty only because of its N+1 gets
+//! the N+1. Also reported, at any number of queries: a read sent again
+//! with the same values within a call, in most calls (an access check and
+//! a validation that each load the same folder). Also reported: one shape
 //! sent several times at once, differing only in a constant, call after
 //! call with the same constants (a `Promise.all` of one count per status,
 //! see `analysis::bursts`): one `$in` or `$group` answers it. The blogging platform of *How
@@ -18,6 +22,7 @@
 
 use super::common::RuleTable;
 use super::{FindingDraft, Hooks, Rule, RuleContext, RuleMeta, Severity, Threshold};
+use crate::analysis::patterns::ChattyShape;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -196,32 +201,54 @@ impl Rule for ChattyRequest {
             // What remains once WL401 and WL403 have their share (a list's
             // per-element follow-ups, counts of what a result holds) and
             // batched fetches (WL401's fix) are set aside: the queries sent
-            // in most calls, each as often as it is sent.
-            let recurring: Vec<(u64, u64)> = p
+            // in most calls, each as often as it is sent. Most calls must
+            // send that many too: a few calls made of two requests sent
+            // together (two pages of one visitor at once) raise the
+            // average, not the median.
+            let recurring: Vec<&ChattyShape> = p
                 .chatty_shapes
                 .iter()
-                .filter(|(_, calls, _)| 2 * calls > p.invocations)
-                .map(|(shape, _, sent)| (*shape, *sent))
+                .filter(|c| 2 * c.calls > p.invocations)
                 .collect();
             let per_call =
-                recurring.iter().map(|(_, sent)| *sent).sum::<u64>() as f64 / p.invocations as f64;
+                recurring.iter().map(|c| c.sent).sum::<u64>() as f64 / p.invocations as f64;
+            let min_operations = cx.threshold(&CHATTY, namespace, "min_operations");
+            let chatty = per_call >= min_operations && p.chatty_median() as f64 >= min_operations;
+            // A read asked again with the same values in most calls: the
+            // same answer fetched twice, at any number of queries.
+            let again: Vec<&ChattyShape> = p
+                .chatty_shapes
+                .iter()
+                .filter(|c| 2 * c.calls_again > p.invocations)
+                .filter(|c| {
+                    cx.patterns
+                        .shapes
+                        .get(&c.shape)
+                        .is_some_and(|s| is_read(&s.shape.text))
+                })
+                .collect();
             if (p.invocations as f64) < cx.threshold(&CHATTY, namespace, "min_calls")
-                || per_call < cx.threshold(&CHATTY, namespace, "min_operations")
+                || (!chatty && again.is_empty())
             {
                 continue;
             }
-            let mut repeated = Vec::new();
+            let repeated: Vec<String> = again
+                .iter()
+                .filter_map(|c| {
+                    let shape = cx.patterns.shapes.get(&c.shape)?;
+                    Some(format!(
+                        "{} (again in {} of {} calls)",
+                        shape.shape.text, c.calls_again, p.invocations
+                    ))
+                })
+                .collect();
             let queries: Vec<String> = recurring
                 .iter()
-                .filter_map(|(h, sent)| {
-                    let shape = cx.patterns.shapes.get(h)?;
-                    let times = *sent as f64 / p.invocations as f64;
+                .filter_map(|c| {
+                    let shape = cx.patterns.shapes.get(&c.shape)?;
+                    let times = c.sent as f64 / p.invocations as f64;
                     Some(if times >= 1.5 {
-                        let text = format!("{} (×{times:.1})", shape.shape.text);
-                        if is_read(&shape.shape.text) {
-                            repeated.push(text.clone());
-                        }
-                        text
+                        format!("{} (×{times:.1})", shape.shape.text)
                     } else {
                         shape.shape.text.to_string()
                     })
@@ -232,7 +259,7 @@ impl Rule for ChattyRequest {
                 .iter()
                 .filter_map(|h| cx.patterns.shapes.get(h).map(|s| s.shape.text.to_string()))
                 .collect();
-            let summary = format!("{per_call:.1}");
+            let summary = format!("{per_call:.1} {}", repeated.len());
             if self.reported.get(&**name) == Some(&summary) {
                 continue;
             }
@@ -273,9 +300,8 @@ impl Rule for ChattyRequest {
                     )
                 } else {
                     format!(
-                        "`{name}` reads the same thing more than once per call ({} calls; each in more than half \
-                         of them): {}: read it once and pass it along. In all {per_call:.1} queries per call, {} \
-                         distinct: {}",
+                        "`{name}` reads the same thing more than once per call, with the same values ({} calls): \
+                         {}: read it once and pass it along. In all {per_call:.1} queries per call, {} distinct: {}",
                         p.invocations,
                         repeated.join(" · "),
                         queries.len(),

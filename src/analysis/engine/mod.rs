@@ -269,6 +269,12 @@ impl Engine {
                     },
                     _ => None,
                 };
+                let mut origin = origin;
+                origin.values = fields.as_ref().map_or(0, |f| {
+                    f.iter().fold(shape::FNV1A_START, |h, v| {
+                        (h ^ v).wrapping_mul(0x0100_0000_01b3)
+                    })
+                });
                 let burst = fields.map(|f| self.bursts.sent(origin.shape.hash, f));
                 let mut pending = Pending::new(at, parsed, Some(origin), false);
                 pending.learn = true;
