@@ -2881,3 +2881,87 @@ fn another_clients_lookups_do_not_join_a_request() {
         assert_eq!(n_plus_one, joins, "from {other}");
     }
 }
+
+/// The signed-in user's notifications page: the user loaded as a list
+/// (`_id: {$in: [me]}`, as MongoEngine dereferences; first with another
+/// user beside, so the shape is a list's), then the user's
+/// notifications counted and read with one filter (a paginator's total,
+/// then the page), request after request. The notifications are asked
+/// for once per list, by the value the list was selected by: the
+/// request's context, not a follow-up of each listed user.
+#[test]
+fn a_contexts_total_and_page_are_one_question() {
+    let mut ops = Vec::new();
+    for u in 0..4u8 {
+        let user = bson::oid::ObjectId::from_bytes([u, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+        // Once, a membership request's two users (the admin signed in).
+        let requester = bson::oid::ObjectId::from_bytes([u, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 9]);
+        let (ids, users) = if u == 0 {
+            (
+                vec![user, requester],
+                vec![
+                    rawdoc! {"_id": user, "name": "n"},
+                    rawdoc! {"_id": requester, "name": "r"},
+                ],
+            )
+        } else {
+            (vec![user], vec![rawdoc! {"_id": user, "name": "n"}])
+        };
+        let ids: bson::RawArrayBuf = ids.into_iter().collect();
+        ops.push((
+            1,
+            rawdoc! {"find": "user", "filter": {"_id": {"$in": ids}}, "$db": "d"},
+            users,
+        ));
+        ops.push((
+            1,
+            rawdoc! {"aggregate": "notification", "pipeline": [{"$match": {"user": user}}, {"$group": {"_id": 1, "n": {"$sum": 1}}}], "cursor": {}, "$db": "d"},
+            vec![rawdoc! {"_id": 1, "n": 1}],
+        ));
+        ops.push((
+            1,
+            rawdoc! {"find": "notification", "filter": {"user": user}, "sort": {"created_at": -1}, "limit": 20, "$db": "d"},
+            vec![rawdoc! {"_id": u as i32, "user": user}],
+        ));
+    }
+    let run = run_ops(ops);
+    assert_eq!(run.rules, vec![], "{:?}", run.messages);
+}
+
+/// A page of one tenant's project: the tenant, then the project and the
+/// signed-in member each by its own `_id` and scoped to the tenant, then
+/// the project's open tasks. The project and the member join the request
+/// only by the tenant it was selected by: entities the page was about
+/// from the start (its URL, its session), each read once, not documents
+/// a result referred it to. Its context and one list: not chatty.
+#[test]
+fn reads_by_id_joined_only_by_the_context_are_not_chatty() {
+    let oid = |a: u8, b: u8| bson::oid::ObjectId::from_bytes([a, b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8]);
+    let mut ops = Vec::new();
+    for page in 0..6u8 {
+        let (tenant, project, member) = (oid(1, page % 3), oid(2, page), oid(3, page));
+        ops.push((
+            1,
+            rawdoc! {"find": "tenants", "filter": {"_id": tenant}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": tenant, "plan": "pro"}],
+        ));
+        ops.push((
+            1,
+            rawdoc! {"find": "projects", "filter": {"_id": project, "tenantId": tenant}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": project, "tenantId": tenant, "name": "p"}],
+        ));
+        ops.push((
+            1,
+            rawdoc! {"find": "members", "filter": {"_id": member, "tenantId": tenant}, "limit": 1, "$db": "d"},
+            vec![rawdoc! {"_id": member, "tenantId": tenant, "role": "dev"}],
+        ));
+        ops.push((
+            1,
+            rawdoc! {"find": "tasks", "filter": {"tenantId": tenant, "projectId": project, "done": false}, "sort": {"dueAt": 1}, "limit": 50, "$db": "d"},
+            vec![rawdoc! {"_id": oid(4, page), "tenantId": tenant, "projectId": project, "title": "t"}, rawdoc! {"_id": oid(5, page), "tenantId": tenant, "projectId": project, "title": "u"}],
+        ));
+    }
+    let run = run_ops(ops);
+    assert_eq!(run.patterns.len(), 1, "{:?}", run.patterns);
+    assert_eq!(run.rules, vec![], "{:?} {:?}", run.messages, run.patterns);
+}

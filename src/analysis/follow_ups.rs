@@ -122,6 +122,10 @@ pub struct Link {
     /// Whether it fetches for the result as a whole in one query (an `$in`
     /// of several elements' values: the batched fetch, WL401's fix).
     pub batch: bool,
+    /// Whether its value is the result's context: one every element of
+    /// several carries, or one the result was selected by (see
+    /// `ListRead::came_from`), not one the result taught.
+    pub context: bool,
     /// The result's documents that hold a value in the source field, and
     /// the distinct values there: what per-row work would cover.
     pub rows: u64,
@@ -169,6 +173,11 @@ pub struct FollowUpQuery<'a> {
     /// Its shape's hash: a query never follows a result of its own shape.
     shape: u64,
     asked: Vec<Asked<'a>>,
+    /// Whether it counts documents (`Command::counts`).
+    counts: bool,
+    /// Whether its shape starts many requests of its own (the tenant or
+    /// the signed-in user every page reads first; see `requests`).
+    pub root_like: bool,
 }
 
 impl<'a> FollowUpQuery<'a> {
@@ -182,7 +191,9 @@ impl<'a> FollowUpQuery<'a> {
             Kind::Aggregate => cmd.first_match()?,
             _ => return None,
         };
-        FollowUpQuery::of_filter(namespace, shape, filter)
+        let mut query = FollowUpQuery::of_filter(namespace, shape, filter)?;
+        query.counts = cmd.counts();
+        Some(query)
     }
 
     /// A query of shape `shape` on `namespace` with `filter`.
@@ -196,6 +207,8 @@ impl<'a> FollowUpQuery<'a> {
             namespace,
             shape,
             asked,
+            counts: false,
+            root_like: false,
         })
     }
 }
@@ -487,6 +500,12 @@ impl ListRead {
         if elsewhere && per_element == Source::Context {
             return None;
         }
+        // A list of one row holds only its context: a read that starts
+        // requests of its own (the next page's tenant, asked by the id the
+        // one listed task carries) does not follow it.
+        if query.root_like && self.list && self.docs < 2 {
+            return None;
+        }
         if strict {
             // One element's own value, of a list of several, and an element
             // not followed this way yet: each row is looked up once, so the
@@ -510,8 +529,12 @@ impl ListRead {
             return None;
         }
         let (count, distinct) = self.follow_ups.entry(key).or_default();
-        *count += 1;
-        let count = *count;
+        // The context's total beside its page (a count, then the read, of
+        // one filter: a paginator) is one question, not asked twice.
+        if !(query.counts && per_element == Source::Context) {
+            *count += 1;
+        }
+        let count = (*count).max(1);
         let value = asked
             .hashes
             .iter()
@@ -520,8 +543,8 @@ impl ListRead {
             distinct.push(value);
         }
         let distinct = distinct.len() as u64;
-        let per_element =
-            per_element == Source::OneElement || (per_element == Source::Context && count > 1);
+        let context = per_element == Source::Context;
+        let per_element = per_element == Source::OneElement || (context && count > 1);
         let (rows, values) = if per_element {
             self.spread(source)
         } else {
@@ -534,6 +557,7 @@ impl ListRead {
             distinct,
             per_element,
             batch: asked.batched && !per_element,
+            context,
             rows,
             values,
         })

@@ -308,6 +308,8 @@ pub struct Operation<'q> {
     /// Whether it is a detail read (a find of one or two documents): what
     /// a context read is.
     pub detail: bool,
+    /// Whether it reads one document by its `_id` (an equality).
+    pub by_id: bool,
 }
 
 pub struct Requests {
@@ -443,9 +445,22 @@ impl Requests {
                         r.renamed = true;
                     }
                 }
+                // A document read by its own `_id`, joined only by the
+                // request's context: a value a list was selected by or all
+                // its rows carry, or a detail's own `_id` (the tenant a
+                // project is read with). An entity the request was about
+                // from the start, read once, not one its results referred
+                // it to.
+                let context_read = op.by_id
+                    && followed.as_ref().is_some_and(|f| {
+                        (f.link.context && !f.link.per_element)
+                            || (!f.leading_list
+                                && f.link.source_field == "_id"
+                                && f.link.field != "_id")
+                    });
                 if r.invocation.shapes.len() < MAX_SEQUENCE {
                     r.invocation.shapes.push(shape.hash);
-                    if !batch && !explained {
+                    if !batch && !explained && !context_read {
                         r.invocation.chatty.push((shape.hash, op.origin.values));
                     }
                 }
@@ -542,9 +557,9 @@ impl Requests {
     }
 
     /// The open request (and its result) an untagged operation follows,
-    /// trying its connection's latest request first, then the others
-    /// newest first (at most [`MAX_SCAN`]); `query` is read once, at the
-    /// first request it may follow.
+    /// trying its connection's latest request and the others (at most
+    /// [`MAX_SCAN`]), the most recently active first; `query` is read
+    /// once, at the first request it may follow.
     fn follow_any<'a>(
         &mut self,
         current: Option<u64>,
@@ -569,9 +584,20 @@ impl Requests {
             .take(MAX_SCAN);
         let mut candidates = own.into_iter().chain(others).peekable();
         candidates.peek()?;
-        let order: smallvec::SmallVec<[(usize, bool); MAX_SCAN + 1]> = candidates.collect();
+        let mut order: smallvec::SmallVec<[(usize, bool); MAX_SCAN + 1]> = candidates.collect();
+        // The most recently active first, the connection's own among them:
+        // a follow-up comes as the result it needs arrives, and a pooled
+        // connection's latest request is only the last one it served (one
+        // visitor's next page reads its project after its own tenant read,
+        // on a connection that last served that visitor's previous page).
+        order.sort_by_key(|&(i, _)| std::cmp::Reverse(self.open[i].active));
         let own = own.map(|o| o.0);
-        let q = query()?;
+        let mut q = query()?;
+        q.root_like = self
+            .roots
+            .roots
+            .get(&shape.hash)
+            .is_some_and(|s| s.requests >= CONTEXT_AFTER);
         order.into_iter().find_map(|(i, root_shaped)| {
             self.follow(i, &q, root_shaped, Some(i) != own)
                 .map(|f| (i, f))

@@ -201,6 +201,10 @@ impl Engine {
             weight: self.weight,
             count: cmd.counts(),
             detail: cmd.kind == Kind::Find && !origin.list,
+            by_id: cmd.kind == Kind::Find
+                && cmd
+                    .filter()
+                    .is_some_and(|f| crate::analysis::partition::pins_by_equality(f, "_id")),
         };
         let (namespace, shape) = (&origin.namespace, origin.shape.hash);
         let (placed, finished) = self.requests.place(&op, state.current, || {
