@@ -1151,6 +1151,17 @@ struct Run {
     messages: Vec<(String, String)>,
 }
 
+impl Run {
+    /// The messages of `rule`'s findings.
+    fn said(&self, rule: &str) -> Vec<&String> {
+        self.messages
+            .iter()
+            .filter(|(r, _)| r == rule)
+            .map(|(_, m)| m)
+            .collect()
+    }
+}
+
 /// One operation of an untagged application: connection, command, reply
 /// documents.
 type Op = (u64, bson::RawDocumentBuf, Vec<bson::RawDocumentBuf>);
@@ -1293,12 +1304,7 @@ fn a_count_on_read_is_by_its_parent_not_by_a_flag() {
         ));
     }
     let run = run_ops(ops);
-    let counts: Vec<&String> = run
-        .messages
-        .iter()
-        .filter(|(r, _)| r == "WL403")
-        .map(|(_, m)| m)
-        .collect();
+    let counts = run.said("WL403");
     assert!(
         counts.len() == 1 && counts[0].contains("counted by `owner`"),
         "{counts:?}"
@@ -1367,12 +1373,7 @@ fn totals_counted_first_and_counts_kept_on_write_are_not_on_read() {
         ops.push(c);
     }
     let run = run_ops(ops);
-    let counts: Vec<&String> = run
-        .messages
-        .iter()
-        .filter(|(r, _)| r == "WL403")
-        .map(|(_, m)| m)
-        .collect();
+    let counts = run.said("WL403");
     assert!(
         counts.len() == 1
             && counts[0].starts_with("documents are counted by `owner`")
@@ -1453,12 +1454,7 @@ fn a_read_repeated_within_a_request_is_named_as_such() {
         }
     }
     let run = run_ops(ops);
-    let chatty: Vec<&String> = run
-        .messages
-        .iter()
-        .filter(|(rule, _)| rule == "WL402")
-        .map(|(_, m)| m)
-        .collect();
+    let chatty = run.said("WL402");
     assert_eq!(chatty.len(), 1, "{:?}", run.messages);
     assert!(
         chatty[0].contains("reads the same thing more than once per call")
@@ -1511,12 +1507,7 @@ fn a_read_asked_again_with_the_same_values_is_reported_at_any_size() {
         }
     }
     let run = run_ops(ops);
-    let chatty: Vec<&String> = run
-        .messages
-        .iter()
-        .filter(|(rule, _)| rule == "WL402")
-        .map(|(_, m)| m)
-        .collect();
+    let chatty = run.said("WL402");
     assert_eq!(chatty.len(), 1, "{:?} {:?}", run.messages, run.patterns);
     assert!(
         chatty[0].starts_with(
@@ -2147,13 +2138,7 @@ fn a_get_or_create_is_judged_by_the_unique_indexes_seen() {
         (1, bson::RawDocumentBuf::try_from(&body).unwrap(), vec![])
     };
     let drop_db = || -> Op { (1, rawdoc! {"dropDatabase": 1, "$db": "d"}, vec![]) };
-    let said = |run: &Run| -> Vec<String> {
-        run.messages
-            .iter()
-            .filter(|(r, _)| r == "WL404")
-            .map(|(_, m)| m.clone())
-            .collect()
-    };
+    let said = |run: &Run| -> Vec<String> { run.said("WL404").into_iter().cloned().collect() };
     // A unique index created on the pair, or on a field of it: silent.
     let unique = run_ops(clicks(
         vec![drop_db(), create(true, &["threadId", "userId"])],

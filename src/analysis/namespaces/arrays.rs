@@ -333,8 +333,18 @@ pub(super) fn record_bounded_paths(
 
 #[cfg(test)]
 mod tests {
+    use super::ArrayStats;
     use crate::analysis::namespaces::{Caps, Doc, Namespaces};
     use bson::rawdoc;
+
+    /// What `namespace` knows of its arrays at `path`.
+    fn array<'a>(ns: &'a Namespaces, namespace: &str, path: &str) -> &'a ArrayStats {
+        ns.get(namespace)
+            .unwrap()
+            .arrays
+            .get(&path.to_string())
+            .unwrap()
+    }
 
     /// `followers: []` made by the insert, then one `$addToSet` per
     /// follower: each that the server says modified the document grew the
@@ -388,12 +398,7 @@ mod tests {
             );
         }
         let stats = |ns: &Namespaces| {
-            let a = ns
-                .get("app.users")
-                .unwrap()
-                .arrays
-                .get(&"notifications".to_string())
-                .unwrap();
+            let a = array(ns, "app.users", "notifications");
             (a.lengths.max, a.growth_events)
         };
         let push = rawdoc! {"$push": {"notifications": {"kind": "reply"}}};
@@ -497,14 +502,7 @@ mod tests {
         assert_eq!(stats(&ns, "comments"), (5, 3));
         // Reads that show no growth count towards "stopped growing"; the
         // next growth starts the count again.
-        let since = |ns: &Namespaces| {
-            ns.get("app.posts")
-                .unwrap()
-                .arrays
-                .get(&"comments".to_string())
-                .unwrap()
-                .since_growth
-        };
+        let since = |ns: &Namespaces| array(ns, "app.posts", "comments").since_growth;
         assert_eq!(since(&ns), 0);
         for _ in 0..3 {
             ns.observe_document(
@@ -525,12 +523,7 @@ mod tests {
         let mut ns = Namespaces::default();
         let caps = Caps::default();
         let stats = |ns: &Namespaces| {
-            let a = ns
-                .get("d.datasets")
-                .unwrap()
-                .arrays
-                .get(&"resources".to_string())
-                .unwrap();
+            let a = array(ns, "d.datasets", "resources");
             (a.growth_events, a.regrowth_events)
         };
         ns.observe_document(
@@ -552,12 +545,7 @@ mod tests {
         )
         .unwrap();
         ns.observe_document("d.datasets", &Doc::new(&long, &caps));
-        let a = ns
-            .get("d.datasets")
-            .unwrap()
-            .arrays
-            .get(&"resources".to_string())
-            .unwrap();
+        let a = array(&ns, "d.datasets", "resources");
         assert_eq!(
             (a.lengths.max, a.grown_to),
             (60, 4),
