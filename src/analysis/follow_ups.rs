@@ -173,8 +173,9 @@ pub struct FollowUpQuery<'a> {
     /// Its shape's hash: a query never follows a result of its own shape.
     shape: u64,
     asked: Vec<Asked<'a>>,
-    /// Whether it counts documents (`Command::counts`).
-    counts: bool,
+    /// Whether it counts documents (`Command::counts`, which the caller
+    /// has worked out already).
+    pub counts: bool,
     /// Whether its shape starts many requests of its own (the tenant or
     /// the signed-in user every page reads first; see `requests`).
     pub root_like: bool,
@@ -191,9 +192,7 @@ impl<'a> FollowUpQuery<'a> {
             Kind::Aggregate => cmd.first_match()?,
             _ => return None,
         };
-        let mut query = FollowUpQuery::of_filter(namespace, shape, filter)?;
-        query.counts = cmd.counts();
-        Some(query)
+        FollowUpQuery::of_filter(namespace, shape, filter)
     }
 
     /// A query of shape `shape` on `namespace` with `filter`.
@@ -855,6 +854,7 @@ mod tests {
             namespace: "blog.posts".into(),
             whole: true,
             list: true,
+            by_id: false,
             priced: Default::default(),
         });
         let mut l = ListRead::new(Instant::now(), origin, true);

@@ -55,6 +55,9 @@ pub struct ShapeFacts {
     /// Whether it is a list read, which an N+1 follows (see
     /// `follow_ups::is_list_read`), not a detail read.
     pub list: bool,
+    /// Whether it is a find of one document by its `_id` (an equality;
+    /// decided by the shape, as `list` is).
+    pub by_id: bool,
     /// What its request-unit price takes from the shape, worked out the
     /// first time an operation of it is priced.
     pub priced: std::sync::OnceLock<super::request_units::ShapePrice>,

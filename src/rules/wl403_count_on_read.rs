@@ -80,7 +80,7 @@ pub struct CountOnRead {
 const RECENT_READS: usize = 256;
 
 /// Counts remembered until their request shows what they were for.
-const RECENT_COUNTS: usize = 64;
+const RECENT_COUNTS: usize = 16;
 
 /// Operations after a count within which a write of its parent stores it.
 const STORED_WITHIN: u64 = 8;
@@ -184,11 +184,11 @@ impl Rule for CountOnRead {
         if op.cmd.kind.is_write() {
             // A count stored in its parent right after (`$set` of the
             // parent's document, by its `_id`): the counter kept on write.
-            let id = filters(op.cmd)
-                .first()
-                .and_then(|f| f.get("_id").ok().flatten())
+            let id = (!self.recent_counts.is_empty())
+                .then(|| filters(op.cmd).first()?.get("_id").ok().flatten())
+                .flatten()
                 .map(value_hash);
-            if let Some(id) = id.filter(|_| !self.recent_counts.is_empty()) {
+            if let Some(id) = id {
                 let since = self.ops.saturating_sub(STORED_WITHIN);
                 self.settle(|c| c.parent == id && c.at >= since, cx);
             }

@@ -201,14 +201,14 @@ impl Engine {
             weight: self.weight,
             count: cmd.counts(),
             detail: cmd.kind == Kind::Find && !origin.list,
-            by_id: cmd.kind == Kind::Find
-                && cmd
-                    .filter()
-                    .is_some_and(|f| crate::analysis::partition::pins_by_equality(f, "_id")),
+            by_id: origin.by_id,
         };
         let (namespace, shape) = (&origin.namespace, origin.shape.hash);
+        let counts = op.count;
         let (placed, finished) = self.requests.place(&op, state.current, || {
-            follow_ups::FollowUpQuery::of(cmd, namespace, shape)
+            let mut query = follow_ups::FollowUpQuery::of(cmd, namespace, shape)?;
+            query.counts = counts;
+            Some(query)
         });
         state.current = Some(placed.request);
         origin.request = Some(placed.request);

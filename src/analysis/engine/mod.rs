@@ -318,6 +318,10 @@ impl Engine {
                 namespace: Arc::from(namespace),
                 whole: cmd.returns_stored_documents(),
                 list: follow_ups::is_list_read(cmd),
+                by_id: cmd.kind == Kind::Find
+                    && cmd
+                        .filter()
+                        .is_some_and(|f| crate::analysis::partition::pins_by_equality(f, "_id")),
                 priced: Default::default(),
             }))
         };
