@@ -488,16 +488,19 @@ impl PatternTable {
             stats.count_error(*code);
         }
         let old = counted.map_or(&[][..], |c| &c.chatty[..]);
-        for (i, sent) in inv.chatty.iter().enumerate().skip(old.len()) {
-            let shape = sent.0;
+        // Shapes whose values came again in this call, counted once each.
+        let mut again_in_call: SmallVec<[u64; 4]> = SmallVec::new();
+        for (i, &(shape, values)) in inv.chatty.iter().enumerate() {
             let before = &inv.chatty[..i];
+            let again = values != 0 && before.contains(&(shape, values));
+            let first_again = again && !again_in_call.contains(&shape);
+            if first_again {
+                again_in_call.push(shape);
+            }
+            if i < old.len() {
+                continue;
+            }
             let first_in_call = !before.iter().any(|(s, _)| *s == shape);
-            // The same values asked again, for the first time in this call.
-            let again = |j: usize| {
-                let (s, v) = inv.chatty[j];
-                v != 0 && inv.chatty[..j].contains(&(s, v))
-            };
-            let first_again = again(i) && !(0..i).any(|j| inv.chatty[j].0 == shape && again(j));
             let room = stats.chatty_shapes.len() < MAX_SHAPES_PER_PATTERN;
             match stats.chatty_shapes.iter_mut().find(|e| e.shape == shape) {
                 Some(e) => {

@@ -590,7 +590,10 @@ impl Requests {
         // connection's latest request is only the last one it served (one
         // visitor's next page reads its project after its own tenant read,
         // on a connection that last served that visitor's previous page).
-        order.sort_by_key(|&(i, _)| std::cmp::Reverse(self.open[i].active));
+        let active = |&(i, _): &(usize, bool)| self.open[i].active;
+        if order.windows(2).any(|w| active(&w[0]) < active(&w[1])) {
+            order.sort_by_key(|c| std::cmp::Reverse(active(c)));
+        }
         let own = own.map(|o| o.0);
         let mut q = query()?;
         q.root_like = self
